@@ -1,0 +1,26 @@
+"""keras-transformer: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017)
+as TensorFlow/Keras 3 layers."""
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+from keras_transformer import layers  # noqa: E402
+from keras_transformer.config import PRESETS, TransformerConfig  # noqa: E402
+from keras_transformer.losses import LabelSmoothedCrossEntropy, masked_accuracy  # noqa: E402
+from keras_transformer.model import Transformer, build_transformer  # noqa: E402
+from keras_transformer.optimization import TransformerSchedule, create_optimizer  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "PRESETS",
+    "LabelSmoothedCrossEntropy",
+    "Transformer",
+    "TransformerConfig",
+    "TransformerSchedule",
+    "build_transformer",
+    "create_optimizer",
+    "layers",
+    "masked_accuracy",
+]

@@ -1,0 +1,240 @@
+"""Scaled dot-product attention (§3.2.1, Eq. 1) and multi-head attention (§3.2.2).
+
+Tensors inside this module use the layout [batch, heads, time, depth], so Eq. 1 is a
+plain batched matmul and the decoding cache is updated along axis 2.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+# Masked logits are set to this value. Masking happens on float32 logits (softmax runs in
+# float32 under every dtype policy), so the constant is finite and safe for float16 and
+# bfloat16 models alike, and exp(MASK_VALUE - max) is exactly 0.
+MASK_VALUE = -1e9
+
+
+def scaled_dot_product_attention(query, key, value, mask=None, dropout=None, training=None):
+    """Eq. 1: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
+
+    Args:
+        query: [B, H, Tq, d_k]. key: [B, H, Tk, d_k]. value: [B, H, Tk, d_v].
+        mask: boolean, broadcastable to [B, H, Tq, Tk]; True where attention is allowed.
+        dropout: optional layer applied to the attention weights.
+
+    Returns:
+        outputs [B, H, Tq, d_v] in the dtype of `value`, and the float32 weights [B, H, Tq, Tk].
+    """
+    depth = query.shape[-1]
+    query = query * ops.cast(1.0 / math.sqrt(depth), query.dtype)
+    logits = ops.cast(ops.matmul(query, ops.swapaxes(key, -1, -2)), "float32")
+    if mask is not None:
+        logits = ops.where(mask, logits, MASK_VALUE)
+    weights = ops.softmax(logits, axis=-1)
+    applied = weights if dropout is None else dropout(weights, training=training)
+    outputs = ops.matmul(ops.cast(applied, value.dtype), value)
+    return outputs, weights
+
+
+def causal_mask(query_length, key_length, start_index=0):
+    """[Tq, Tk] boolean mask: query i (at absolute position start_index + i) sees keys <= it (§3.2.3)."""
+    query_positions = ops.arange(query_length) + ops.cast(start_index, "int32")
+    key_positions = ops.arange(key_length)
+    return ops.greater_equal(query_positions[:, None], key_positions[None, :])
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention, §3.2.2.
+
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i).
+    The projections are plain matrices without bias, as in the paper's equations.
+    `key_dim` (d_k) and `value_dim` (d_v) default to d_model / h and may be set apart from it
+    (Table 3, row B).
+
+    Call arguments:
+        query: [B, Tq, d_model].
+        value: [B, Tk, d_memory], the sequence attended to (keys and values both come from it,
+            §3.2.3); None means self-attention.
+        attention_mask: boolean [B, Tk] (key padding) or [B, Tq, Tk]; True where allowed.
+        use_causal_mask: each query position sees only keys at positions <= its own.
+        cache: incremental decoding state, a dict {"key": [B, H, L, d_k], "value": [B, H, L, d_v]}.
+            With `cache_index` (causal self-attention) the new positions' keys and values are
+            written into the preallocated cache at `cache_index` and queries attend to cache
+            positions <= their own; start from `empty_cache`. Without `cache_index`
+            (encoder-decoder attention) the cache holds the memory's projected keys and values,
+            computed once by `memory_cache`, and `value` is not needed.
+        return_attention_scores: also return the float32 weights [B, H, Tq, Tk].
+
+    Returns:
+        outputs [B, Tq, d_model]; then the updated cache when `cache_index` was given; then the
+        weights if asked for.
+    """
+
+    def __init__(self, num_heads, key_dim=None, value_dim=None, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        if num_heads < 1:
+            raise ValueError(f"num_heads must be >= 1, got {num_heads}")
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim
+        self.dropout = dropout
+        self.weights_dropout = keras.layers.Dropout(dropout, name="weights_dropout")
+
+    def _head_depth(self, explicit, d_model, name):
+        if explicit is not None:
+            return explicit
+        if d_model % self.num_heads:
+            raise ValueError(
+                f"{name} is not given and d_model={d_model} is not divisible by "
+                f"num_heads={self.num_heads}; set {name} explicitly"
+            )
+        return d_model // self.num_heads
+
+    def build(self, query_shape, value_shape=None):
+        d_model = query_shape[-1]
+        d_memory = d_model if value_shape is None else value_shape[-1]
+        self.d_model = d_model
+        self.depth_k = self._head_depth(self.key_dim, d_model, "key_dim")
+        self.depth_v = self._head_depth(self.value_dim, d_model, "value_dim")
+        heads = self.num_heads
+
+        def kernel(name, shape):
+            return self.add_weight(name=name, shape=shape, initializer="glorot_uniform")
+
+        self.query_kernel = kernel("query_kernel", (d_model, heads * self.depth_k))
+        self.key_kernel = kernel("key_kernel", (d_memory, heads * self.depth_k))
+        self.value_kernel = kernel("value_kernel", (d_memory, heads * self.depth_v))
+        self.output_kernel = kernel("output_kernel", (heads * self.depth_v, d_model))
+
+    def _split_heads(self, x, kernel, depth):
+        """x W, reshaped from [B, T, H*depth] to [B, H, T, depth]."""
+        x = ops.cast(x, self.compute_dtype)
+        projected = ops.matmul(x, ops.cast(kernel, self.compute_dtype))
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        projected = ops.reshape(projected, (batch, length, self.num_heads, depth))
+        return ops.transpose(projected, (0, 2, 1, 3))
+
+    def memory_cache(self, memory):
+        """The projected keys and values of `memory` [B, S, d_memory], computed once per source."""
+        self._require_built()
+        return {
+            "key": self._split_heads(memory, self.key_kernel, self.depth_k),
+            "value": self._split_heads(memory, self.value_kernel, self.depth_v),
+        }
+
+    def empty_cache(self, batch_size, max_length):
+        """A zero cache for causal self-attention over up to `max_length` positions."""
+        self._require_built()
+        dtype = self.compute_dtype
+        return {
+            "key": ops.zeros((batch_size, self.num_heads, max_length, self.depth_k), dtype),
+            "value": ops.zeros((batch_size, self.num_heads, max_length, self.depth_v), dtype),
+        }
+
+    def _require_built(self):
+        if not self.built:
+            raise ValueError(
+                f"Layer '{self.name}' is not built yet: call it once (or build the model) "
+                "before creating a decoding cache"
+            )
+
+    def call(
+        self,
+        query,
+        value=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        cache=None,
+        cache_index=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        q = self._split_heads(query, self.query_kernel, self.depth_k)
+        causal_start = 0 if use_causal_mask else None
+        if cache is not None and cache_index is not None:
+            new_k = self._split_heads(query, self.key_kernel, self.depth_k)
+            new_v = self._split_heads(query, self.value_kernel, self.depth_v)
+            cache = {
+                "key": write_positions(cache["key"], new_k, cache_index),
+                "value": write_positions(cache["value"], new_v, cache_index),
+            }
+            k, v = cache["key"], cache["value"]
+            causal_start = cache_index
+        elif cache is not None:
+            k, v = cache["key"], cache["value"]
+        else:
+            memory = query if value is None else value
+            k = self._split_heads(memory, self.key_kernel, self.depth_k)
+            v = self._split_heads(memory, self.value_kernel, self.depth_v)
+
+        mask = attention_mask_4d(attention_mask, ops.shape(q)[2], ops.shape(k)[2], self.name)
+        if causal_start is not None:
+            causal = causal_mask(ops.shape(q)[2], ops.shape(k)[2], causal_start)[None, None]
+            mask = causal if mask is None else ops.logical_and(mask, causal)
+
+        context, weights = scaled_dot_product_attention(
+            q, k, v, mask=mask, dropout=self.weights_dropout, training=training
+        )
+        batch, length = ops.shape(context)[0], ops.shape(context)[2]
+        context = ops.reshape(
+            ops.transpose(context, (0, 2, 1, 3)), (batch, length, self.num_heads * self.depth_v)
+        )
+        outputs = ops.matmul(context, ops.cast(self.output_kernel, self.compute_dtype))
+
+        results = (outputs,)
+        if cache_index is not None:
+            results += (cache,)
+        if return_attention_scores:
+            results += (weights,)
+        return results[0] if len(results) == 1 else results
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            key_dim=self.key_dim,
+            value_dim=self.value_dim,
+            dropout=self.dropout,
+        )
+        return config
+
+
+def write_positions(cache, update, start_index):
+    """cache [B, H, L, d] with positions start_index ... start_index + T - 1 replaced by update [B, H, T, d].
+
+    Written with gather and select, core ops that keep the cache's static shape (XLA-friendly)
+    and that TensorFlow Serving runs without XLA kernels.
+    """
+    positions = ops.arange(ops.shape(cache)[2]) - ops.cast(start_index, "int32")
+    in_update = ops.logical_and(positions >= 0, positions < ops.shape(update)[2])
+    spread = ops.take(update, ops.clip(positions, 0, ops.shape(update)[2] - 1), axis=2)
+    return ops.where(in_update[None, None, :, None], spread, cache)
+
+
+def attention_mask_4d(mask, query_length, key_length, layer_name):
+    """Checks a [B, Tk] or [B, Tq, Tk] mask and returns it as boolean [B, 1, Tq or 1, Tk]."""
+    if mask is None:
+        return None
+    shape = tuple(mask.shape)
+    expected = "[batch, key_length] (padding) or [batch, query_length, key_length]"
+    if len(shape) not in (2, 3):
+        raise ValueError(
+            f"{layer_name}: attention_mask must have shape {expected}; got rank {len(shape)} "
+            f"shape {shape}"
+        )
+    static_key = key_length if isinstance(key_length, int) else None
+    static_query = query_length if isinstance(query_length, int) else None
+    if shape[-1] is not None and static_key is not None and shape[-1] != static_key:
+        raise ValueError(
+            f"{layer_name}: attention_mask has key length {shape[-1]} but the keys have length "
+            f"{static_key}; expected {expected}"
+        )
+    if len(shape) == 3 and None not in (shape[1], static_query) and shape[1] != static_query:
+        raise ValueError(
+            f"{layer_name}: attention_mask has query length {shape[1]} but the queries have "
+            f"length {static_query}; expected {expected}"
+        )
+    mask = ops.cast(mask, "bool")
+    return mask[:, None, None, :] if len(shape) == 2 else mask[:, None, :, :]

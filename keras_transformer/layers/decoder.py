@@ -1,0 +1,152 @@
+"""The decoder, §3.1 (right half of Figure 1), with the incremental-decoding cache."""
+
+import keras
+
+from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.feed_forward import PositionwiseFeedForward
+from keras_transformer.layers.stack import Stack, SublayerConnections, layer_norm
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class DecoderLayer(SublayerConnections):
+    """One decoder layer (§3.1): masked (causal) multi-head self-attention, multi-head attention
+    over the encoder output, then the position-wise FFN, each with its residual connection and
+    layer normalization.
+
+    Call arguments:
+        inputs: [B, T, d_model]. memory: the encoder output [B, S, d_model].
+        target_padding_mask: boolean [B, T]; source_padding_mask: boolean [B, S].
+        cache: {"self": ..., "cross": ...} attention caches (see `Decoder.build_cache`), with
+            `cache_index` the position of the first input; the memory is then not read.
+        return_attention_scores: also return the encoder-decoder weights [B, H, T, S].
+
+    Returns [B, T, d_model]; then the updated cache if one was given; then the weights if asked.
+    """
+
+    def __init__(self, num_heads, d_ff, *args, **kwargs):
+        super().__init__(num_heads, d_ff, *args, **kwargs)
+        self.self_attention = MultiHeadAttention(
+            num_heads, self.key_dim, self.value_dim, self.attention_dropout, name="self_attention"
+        )
+        self.self_attention_norm = layer_norm("self_attention_norm")
+        self.cross_attention = MultiHeadAttention(
+            num_heads, self.key_dim, self.value_dim, self.attention_dropout, name="cross_attention"
+        )
+        self.cross_attention_norm = layer_norm("cross_attention_norm")
+        self.feed_forward = PositionwiseFeedForward(d_ff, name="feed_forward")
+        self.feed_forward_norm = layer_norm("feed_forward_norm")
+
+    def build(self, inputs_shape, memory_shape=None):
+        self.self_attention.build(inputs_shape)
+        self.cross_attention.build(inputs_shape, memory_shape or inputs_shape)
+        for layer in (self.self_attention_norm, self.cross_attention_norm, self.feed_forward, self.feed_forward_norm):
+            layer.build(inputs_shape)
+
+    def call(
+        self,
+        inputs,
+        memory=None,
+        target_padding_mask=None,
+        source_padding_mask=None,
+        cache=None,
+        cache_index=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        x = inputs
+        h = self.sublayer_input(x, self.self_attention_norm)
+        h = self.self_attention(
+            h, attention_mask=target_padding_mask, use_causal_mask=True,
+            cache=None if cache is None else cache["self"], cache_index=cache_index,
+            training=training,
+        )
+        if cache is not None:
+            h, self_cache = h
+        x = self.sublayer_output(x, h, self.self_attention_norm, training)
+
+        h = self.sublayer_input(x, self.cross_attention_norm)
+        h, weights = self.cross_attention(
+            h, memory, attention_mask=source_padding_mask,
+            cache=None if cache is None else cache["cross"],
+            return_attention_scores=True, training=training,
+        )
+        x = self.sublayer_output(x, h, self.cross_attention_norm, training)
+
+        h = self.feed_forward(self.sublayer_input(x, self.feed_forward_norm))
+        x = self.sublayer_output(x, h, self.feed_forward_norm, training)
+
+        results = (x,)
+        if cache is not None:
+            results += ({"self": self_cache, "cross": cache["cross"]},)
+        if return_attention_scores:
+            results += (weights,)
+        return results[0] if len(results) == 1 else results
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Decoder(Stack):
+    """The decoder stack (§3.1): Dropout(embedded target + positional encoding), then
+    `num_layers` DecoderLayers, each attending causally to the target and to the memory.
+
+    Call arguments:
+        inputs: the embedded target [B, T, d_model] (shifted right: it starts with bos).
+        memory: the encoder output [B, S, d_model].
+        target_padding_mask: boolean [B, T]; source_padding_mask: boolean [B, S].
+        cache, cache_index: incremental decoding. `build_cache(memory, max_length)` gives the
+            initial cache; each call writes positions cache_index ... cache_index + T - 1 and
+            returns the new cache. The memory is read from the cache, so pass None.
+        return_attention_scores: also return the encoder-decoder weights, one [B, H, T, S]
+            tensor per layer.
+
+    Returns [B, T, d_model]; then the updated cache if one was given; then the weights if asked.
+    """
+
+    layer_class = DecoderLayer
+
+    def build(self, inputs_shape, memory_shape=None):
+        self.build_stack(inputs_shape, memory_shape=memory_shape)
+
+    def build_cache(self, memory, max_length):
+        """The initial decoding cache: per layer, an empty self-attention cache for
+        `max_length` positions and the memory's keys and values, projected once."""
+        batch_size = keras.ops.shape(memory)[0]
+        return [
+            {
+                "self": layer.self_attention.empty_cache(batch_size, max_length),
+                "cross": layer.cross_attention.memory_cache(memory),
+            }
+            for layer in self.layers
+        ]
+
+    def call(
+        self,
+        inputs,
+        memory=None,
+        target_padding_mask=None,
+        source_padding_mask=None,
+        cache=None,
+        cache_index=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        if (cache is None) != (cache_index is None):
+            raise ValueError(f"{self.name}: cache and cache_index must be given together")
+        if cache is None and memory is None:
+            raise ValueError(f"{self.name}: memory (the encoder output) is required without a cache")
+        x = self.embed_positions(inputs, start_index=0 if cache is None else cache_index, training=training)
+        new_cache, all_weights = [], []
+        for i, layer in enumerate(self.layers):
+            x, *extras = layer(
+                x, memory, target_padding_mask, source_padding_mask,
+                cache=None if cache is None else cache[i], cache_index=cache_index,
+                return_attention_scores=True, training=training,
+            )
+            if cache is not None:
+                new_cache.append(extras.pop(0))
+            all_weights.append(extras[0])
+        results = (self.finish(x),)
+        if cache is not None:
+            results += (new_cache,)
+        if return_attention_scores:
+            results += (all_weights,)
+        return results[0] if len(results) == 1 else results

@@ -1,0 +1,58 @@
+"""Embeddings and softmax, §3.4."""
+
+import math
+
+import keras
+from keras import ops
+
+MODES = ("source", "target", "logits")
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SharedEmbedding(keras.layers.Layer):
+    """One weight matrix for the source embedding, the target embedding and the pre-softmax
+    linear transformation (§3.4); embeddings are multiplied by sqrt(d_model).
+
+    With `share_embeddings=False` the source gets a matrix of its own, while the target
+    embedding stays tied to the pre-softmax projection.
+
+    Call with `mode="source"` or `"target"` on int ids [B, T] for embeddings [B, T, d_model],
+    or with `mode="logits"` on decoder outputs [B, T, d_model] for float32 logits [B, T, vocab].
+    """
+
+    def __init__(self, vocab_size, d_model, share_embeddings=True, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.share_embeddings = share_embeddings
+
+    def build(self, inputs_shape=None):
+        def matrix(name):
+            # Unit-variance embeddings after the sqrt(d_model) scaling. A fresh initializer per
+            # matrix: an unseeded Keras initializer repeats its values when called twice.
+            initializer = keras.initializers.RandomNormal(stddev=self.d_model**-0.5)
+            return self.add_weight(
+                name=name, shape=(self.vocab_size, self.d_model), initializer=initializer
+            )
+
+        self.target_embeddings = matrix("embeddings")
+        self.source_embeddings = self.target_embeddings
+        if not self.share_embeddings:
+            self.source_embeddings = matrix("source_embeddings")
+
+    def call(self, inputs, mode="target"):
+        if mode not in MODES:
+            raise ValueError(f"{self.name}: mode must be one of {MODES}, got {mode!r}")
+        if mode == "logits":
+            logits = ops.matmul(inputs, ops.transpose(ops.cast(self.target_embeddings, inputs.dtype)))
+            return ops.cast(logits, "float32")
+        matrix = self.source_embeddings if mode == "source" else self.target_embeddings
+        embedded = ops.take(matrix, inputs, axis=0)
+        return embedded * ops.cast(math.sqrt(self.d_model), embedded.dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size, d_model=self.d_model, share_embeddings=self.share_embeddings
+        )
+        return config

@@ -1,0 +1,59 @@
+"""The encoder, §3.1 (left half of Figure 1)."""
+
+import keras
+
+from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.feed_forward import PositionwiseFeedForward
+from keras_transformer.layers.stack import Stack, SublayerConnections, layer_norm
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class EncoderLayer(SublayerConnections):
+    """One encoder layer (§3.1): multi-head self-attention, then the position-wise FFN, each
+    with its residual connection and layer normalization.
+
+    Call with inputs [B, S, d_model] and an optional boolean `padding_mask` [B, S]
+    (True = real token); returns [B, S, d_model].
+    """
+
+    def __init__(self, num_heads, d_ff, *args, **kwargs):
+        super().__init__(num_heads, d_ff, *args, **kwargs)
+        self.self_attention = MultiHeadAttention(
+            num_heads, self.key_dim, self.value_dim, self.attention_dropout, name="self_attention"
+        )
+        self.self_attention_norm = layer_norm("self_attention_norm")
+        self.feed_forward = PositionwiseFeedForward(d_ff, name="feed_forward")
+        self.feed_forward_norm = layer_norm("feed_forward_norm")
+
+    def build(self, inputs_shape):
+        for layer in (self.self_attention, self.self_attention_norm, self.feed_forward, self.feed_forward_norm):
+            layer.build(inputs_shape)
+
+    def call(self, inputs, padding_mask=None, training=None):
+        x = inputs
+        h = self.sublayer_input(x, self.self_attention_norm)
+        h = self.self_attention(h, attention_mask=padding_mask, training=training)
+        x = self.sublayer_output(x, h, self.self_attention_norm, training)
+        h = self.feed_forward(self.sublayer_input(x, self.feed_forward_norm))
+        return self.sublayer_output(x, h, self.feed_forward_norm, training)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Encoder(Stack):
+    """The encoder stack (§3.1): Dropout(embedded source + positional encoding), then
+    `num_layers` EncoderLayers.
+
+    Call with the embedded source [B, S, d_model] and an optional boolean `padding_mask` [B, S];
+    returns the memory [B, S, d_model] that the decoder attends to.
+    """
+
+    layer_class = EncoderLayer
+
+    def build(self, inputs_shape):
+        self.build_stack(inputs_shape)
+
+    def call(self, inputs, padding_mask=None, training=None):
+        x = self.embed_positions(inputs, training=training)
+        for layer in self.layers:
+            x = layer(x, padding_mask=padding_mask, training=training)
+        return self.finish(x)

@@ -1,0 +1,27 @@
+"""Position-wise feed-forward network, §3.3, Eq. 2."""
+
+import keras
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class PositionwiseFeedForward(keras.layers.Layer):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to each position separately (Eq. 2).
+
+    The inner size is `d_ff`; the output size equals the input's d_model.
+    """
+
+    def __init__(self, d_ff, **kwargs):
+        super().__init__(**kwargs)
+        self.d_ff = d_ff
+        self.inner = keras.layers.Dense(d_ff, activation="relu", name="inner")
+
+    def build(self, input_shape):
+        self.outer = keras.layers.Dense(input_shape[-1], name="outer")
+        self.inner.build(input_shape)
+        self.outer.build((*input_shape[:-1], self.d_ff))
+
+    def call(self, inputs):
+        return self.outer(self.inner(inputs))
+
+    def get_config(self):
+        return {**super().get_config(), "d_ff": self.d_ff}

@@ -1,0 +1,83 @@
+"""Positional encodings, §3.5: the sinusoids of the paper and the learned alternative (Table 3, row E)."""
+
+import keras
+from keras import ops
+
+
+def sinusoidal_encoding(positions, depth):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
+
+    Args:
+        positions: float or int tensor [T] of absolute positions.
+        depth: d_model.
+
+    Returns:
+        float32 [T, depth], sines in the even dimensions and cosines in the odd ones.
+    """
+    dims = ops.arange(depth)
+    even_dims = ops.cast(dims - dims % 2, "float32")  # 2i for both dimension 2i and 2i+1
+    inverse_frequency = ops.power(10000.0, -even_dims / float(depth))
+    angles = ops.cast(positions, "float32")[:, None] * inverse_frequency[None, :]
+    return ops.where(dims % 2 == 0, ops.sin(angles), ops.cos(angles))
+
+
+def _positions(inputs, start_index):
+    return ops.arange(ops.shape(inputs)[1]) + ops.cast(start_index, "int32")
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SinusoidalPositionalEncoding(keras.layers.Layer):
+    """Adds the fixed sinusoidal encoding of §3.5 to [B, T, d_model] inputs; any length.
+
+    `start_index` (int or scalar tensor) offsets the positions, for decoding one step at a time.
+    """
+
+    def call(self, inputs, start_index=0):
+        encoding = sinusoidal_encoding(_positions(inputs, start_index), inputs.shape[-1])
+        return inputs + ops.cast(encoding, inputs.dtype)[None]
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class LearnedPositionalEmbedding(keras.layers.Layer):
+    """Adds a learned embedding of each position (Table 3, row E) to [B, T, d_model] inputs.
+
+    Positions must be below `max_length`; `start_index` offsets them as for the sinusoids.
+    """
+
+    def __init__(self, max_length, **kwargs):
+        super().__init__(**kwargs)
+        if max_length < 1:
+            raise ValueError(f"max_length must be >= 1, got {max_length}")
+        self.max_length = max_length
+
+    def build(self, input_shape):
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings",
+            shape=(self.max_length, input_shape[-1]),
+            initializer=keras.initializers.RandomNormal(stddev=input_shape[-1] ** -0.5),
+        )
+
+    def call(self, inputs, start_index=0):
+        length = inputs.shape[1]
+        if length is not None and isinstance(start_index, int) and start_index + length > self.max_length:
+            raise ValueError(
+                f"{self.name}: positions up to {start_index + length - 1} requested but the learned "
+                f"positional embedding has max_length={self.max_length}"
+            )
+        embedding = ops.take(self.position_embeddings, _positions(inputs, start_index), axis=0)
+        return inputs + ops.cast(embedding, inputs.dtype)[None]
+
+    def get_config(self):
+        return {**super().get_config(), "max_length": self.max_length}
+
+
+POSITIONAL_KINDS = ("sinusoidal", "learned")
+
+
+def positional_layer(kind, max_length, name=None):
+    """The positional layer for `kind`: "sinusoidal" (§3.5) or "learned" (Table 3, row E)."""
+    if kind == "sinusoidal":
+        return SinusoidalPositionalEncoding(name=name)
+    if kind == "learned":
+        return LearnedPositionalEmbedding(max_length, name=name)
+    raise ValueError(f"positional must be one of {POSITIONAL_KINDS}, got {kind!r}")

@@ -1,0 +1,48 @@
+"""Label-smoothed cross-entropy (§5.4) and accuracy, both ignoring padding."""
+
+import keras
+from keras import ops
+
+from keras_transformer.model import PAD_ID
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class LabelSmoothedCrossEntropy(keras.losses.Loss):
+    """Cross-entropy against the smoothed target q = (1 - eps) * onehot(y) + eps / V (§5.4,
+    label smoothing of Szegedy et al.), averaged over the non-padding tokens of the batch.
+
+    y_true: int [B, T] (0 = padding); y_pred: logits [B, T, V].
+    """
+
+    def __init__(self, label_smoothing=0.1, name="label_smoothed_cross_entropy", **kwargs):
+        super().__init__(name=name, reduction="sum_over_batch_size", **kwargs)
+        if not 0 <= label_smoothing < 1:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
+        self.label_smoothing = label_smoothing
+
+    def call(self, y_true, y_pred):
+        labels = ops.cast(y_true, "int32")
+        log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
+        true_nll = -ops.squeeze(ops.take_along_axis(log_probs, labels[..., None], axis=-1), -1)
+        uniform_nll = -ops.mean(log_probs, axis=-1)
+        losses = (1.0 - self.label_smoothing) * true_nll + self.label_smoothing * uniform_nll
+        # Keras divides the sum by B*T; weight real tokens by B*T / count so the result is
+        # the mean over real tokens (the reduction Keras itself applies to masked losses).
+        real = ops.not_equal(labels, PAD_ID)
+        count = ops.sum(ops.cast(real, "float32"))
+        total = ops.cast(ops.size(labels), "float32")
+        return ops.where(real, losses * ops.divide_no_nan(total, count), 0.0)
+
+    def get_config(self):
+        return {"name": self.name, "label_smoothing": self.label_smoothing}
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+def masked_accuracy(y_true, y_pred):
+    """Fraction of non-padding target tokens whose argmax prediction is right."""
+    labels = ops.cast(y_true, "int32")
+    real = ops.not_equal(labels, PAD_ID)
+    correct = ops.logical_and(real, ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), labels))
+    return ops.divide_no_nan(
+        ops.sum(ops.cast(correct, "float32")), ops.sum(ops.cast(real, "float32"))
+    )

@@ -1,0 +1,38 @@
+"""The optimizer of §5.3: Adam with the warm-up learning-rate schedule of Eq. 3."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Eq. 3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5).
+
+    The rate rises linearly for `warmup_steps` steps, then decays with the inverse square root
+    of the step. Keras counts optimizer steps from 0; step 0 is given the rate of step 1.
+    """
+
+    def __init__(self, d_model, warmup_steps=4000):
+        if d_model < 1 or warmup_steps < 1:
+            raise ValueError(f"d_model and warmup_steps must be >= 1, got {d_model}, {warmup_steps}")
+        self.d_model = d_model
+        self.warmup_steps = warmup_steps
+
+    def __call__(self, step):
+        step = ops.maximum(ops.cast(step, "float32"), 1.0)
+        return float(self.d_model) ** -0.5 * ops.minimum(
+            ops.rsqrt(step), step * float(self.warmup_steps) ** -1.5
+        )
+
+    def get_config(self):
+        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps}
+
+
+def create_optimizer(config):
+    """Adam(beta_1=0.9, beta_2=0.98, epsilon=1e-9) with the schedule of Eq. 3 (§5.3)."""
+    return keras.optimizers.Adam(
+        learning_rate=TransformerSchedule(config.d_model, config.warmup_steps),
+        beta_1=0.9,
+        beta_2=0.98,
+        epsilon=1e-9,
+    )

@@ -1,0 +1,162 @@
+"""§3.2: scaled dot-product attention (Eq. 1) and multi-head attention."""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_transformer.layers import MultiHeadAttention, scaled_dot_product_attention
+
+
+def numpy_softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_eq1_matches_formula_with_mask():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.normal(size=(2, 3, 5, 8)).astype("float32") for _ in range(3))
+    v = v[..., :6]
+    mask = rng.random((2, 1, 5, 5)) > 0.3
+    mask[..., 0] = True  # every query sees at least one key
+    out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    logits = q @ k.swapaxes(-1, -2) / np.sqrt(8)
+    expected_weights = numpy_softmax(np.where(mask, logits, -np.inf))
+    np.testing.assert_allclose(weights, expected_weights, atol=1e-6)
+    np.testing.assert_allclose(out, expected_weights @ v, atol=1e-5)
+
+
+def reference_multi_head(layer, query, memory, mask=None):
+    """Concat(head_1..head_h) W^O with head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i), in numpy."""
+    wq, wk, wv, wo = (np.asarray(w) for w in layer.weights)
+    h, dk, dv = layer.num_heads, layer.depth_k, layer.depth_v
+    heads = []
+    for i in range(h):
+        qi = query @ wq[:, i * dk:(i + 1) * dk]
+        ki = memory @ wk[:, i * dk:(i + 1) * dk]
+        vi = memory @ wv[:, i * dv:(i + 1) * dv]
+        logits = qi @ ki.swapaxes(-1, -2) / np.sqrt(dk)
+        if mask is not None:
+            logits = np.where(mask[:, None, :], logits, -np.inf)
+        heads.append(numpy_softmax(logits) @ vi)
+    return np.concatenate(heads, -1) @ wo
+
+
+def test_multi_head_matches_paper_form_with_separate_key_and_value_dims():
+    # Table 3 row B: d_k and d_v chosen apart from d_model / h (32 is not divisible by 3).
+    rng = np.random.default_rng(1)
+    layer = MultiHeadAttention(num_heads=3, key_dim=16, value_dim=24)
+    query = rng.normal(size=(2, 4, 32)).astype("float32")
+    memory = rng.normal(size=(2, 6, 20)).astype("float32")
+    padding = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], bool)
+    out = layer(query, memory, attention_mask=padding)
+    assert [tuple(w.shape) for w in layer.weights] == [(32, 48), (20, 48), (20, 72), (72, 32)]
+    assert all("bias" not in w.path for w in layer.weights)  # plain matrices, as in §3.2.2
+    np.testing.assert_allclose(out, reference_multi_head(layer, query, memory, padding), atol=1e-5)
+
+
+def test_padding_keys_get_zero_weight_and_do_not_matter():
+    rng = np.random.default_rng(2)
+    layer = MultiHeadAttention(num_heads=2)
+    memory = rng.normal(size=(1, 5, 8)).astype("float32")
+    query = rng.normal(size=(1, 3, 8)).astype("float32")
+    mask = np.array([[1, 1, 1, 0, 0]], bool)
+    out, weights = layer(query, memory, attention_mask=mask, return_attention_scores=True)
+    assert np.all(np.asarray(weights)[..., 3:] == 0.0)
+    changed = memory.copy()
+    changed[:, 3:] = 100.0
+    np.testing.assert_allclose(layer(query, changed, attention_mask=mask), out, atol=1e-6)
+    np.testing.assert_allclose(layer(query, memory[:, :3]), out, atol=1e-5)
+
+
+def test_causal_and_padding_masks_combine():
+    rng = np.random.default_rng(3)
+    layer = MultiHeadAttention(num_heads=2)
+    x = rng.normal(size=(1, 4, 8)).astype("float32")
+    padding = np.array([[1, 1, 0, 1]], bool)
+    _, weights = layer(
+        x, attention_mask=padding, use_causal_mask=True, return_attention_scores=True
+    )
+    allowed = np.tril(np.ones((4, 4), bool)) & padding[:, None, :]
+    weights = np.asarray(weights)[0]
+    assert np.all(weights[:, ~allowed[0]] == 0.0)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-6)
+    assert np.all(weights[:, allowed[0]] > 0)
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_masking_is_safe_under_mixed_precision(policy):
+    keras.config.set_dtype_policy(policy)
+    layer = MultiHeadAttention(num_heads=2)
+    x = np.random.default_rng(4).normal(size=(2, 6, 8)).astype("float32") * 30
+    mask = np.array([[1, 1, 0, 0, 0, 0], [1] * 6], bool)
+    out, weights = layer(x, attention_mask=mask, use_causal_mask=True, return_attention_scores=True)
+    assert out.dtype == policy.split("_")[1]
+    assert weights.dtype == "float32"
+    assert np.all(np.isfinite(np.asarray(ops.cast(out, "float32"))))
+    assert np.all(np.asarray(weights)[0, :, :, 2:] == 0.0)
+
+
+def test_self_attention_cache_equals_full_causal_pass():
+    rng = np.random.default_rng(5)
+    layer = MultiHeadAttention(num_heads=4)
+    x = rng.normal(size=(2, 7, 16)).astype("float32")
+    full = layer(x, use_causal_mask=True)
+    cache = layer.empty_cache(2, 7)
+    steps = []
+    for t in range(7):
+        out, cache = layer(x[:, t:t + 1], cache=cache, cache_index=t)
+        steps.append(out)
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
+    # A chunk of several positions at once writes them all.
+    cache = layer.empty_cache(2, 7)
+    first, cache = layer(x[:, :3], cache=cache, cache_index=0)
+    rest, cache = layer(x[:, 3:], cache=cache, cache_index=3)
+    np.testing.assert_allclose(np.concatenate([first, rest], 1), full, atol=1e-5)
+
+
+def test_cross_attention_cache_computes_memory_once():
+    rng = np.random.default_rng(6)
+    layer = MultiHeadAttention(num_heads=2)
+    query = rng.normal(size=(2, 3, 8)).astype("float32")
+    memory = rng.normal(size=(2, 5, 8)).astype("float32")
+    mask = np.array([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], bool)
+    full = layer(query, memory, attention_mask=mask)
+    cache = layer.memory_cache(memory)
+    assert tuple(cache["key"].shape) == (2, 2, 5, 4)
+    np.testing.assert_allclose(layer(query, cache=cache, attention_mask=mask), full, atol=1e-6)
+
+
+def test_attention_dropout_only_in_training():
+    layer = MultiHeadAttention(num_heads=2, dropout=0.5)
+    x = np.random.default_rng(7).normal(size=(2, 6, 8)).astype("float32")
+    np.testing.assert_array_equal(layer(x, training=False), layer(x, training=False))
+    assert not np.allclose(layer(x, training=True), layer(x, training=False))
+
+
+def test_config_round_trip():
+    layer = MultiHeadAttention(num_heads=3, key_dim=5, value_dim=7, dropout=0.2, name="mha")
+    clone = MultiHeadAttention.from_config(layer.get_config())
+    assert clone.get_config() == layer.get_config()
+
+
+@pytest.mark.parametrize(
+    "mask_shape, message",
+    [
+        ((2, 1, 3, 5), "rank 4"),
+        ((2, 4), "key length 4 but the keys have length 5"),
+        ((2, 2, 5), "query length 2 but the queries have length 3"),
+    ],
+)
+def test_mask_of_wrong_shape_says_what_was_expected(mask_shape, message):
+    layer = MultiHeadAttention(num_heads=2)
+    query = np.zeros((2, 3, 8), "float32")
+    memory = np.zeros((2, 5, 8), "float32")
+    with pytest.raises(ValueError, match=message) as info:
+        layer(query, memory, attention_mask=np.ones(mask_shape, bool))
+    assert "[batch, key_length]" in str(info.value)
+
+
+def test_indivisible_d_model_needs_explicit_key_dim():
+    with pytest.raises(ValueError, match="key_dim is not given and d_model=10 is not divisible by num_heads=3"):
+        MultiHeadAttention(num_heads=3)(np.zeros((1, 2, 10), "float32"))

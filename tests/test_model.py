@@ -1,0 +1,138 @@
+"""Figure 1 as a whole: masks, the decoding cache, serialization and precision."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_transformer as kt
+from conftest import random_ids
+
+VOCAB = 37
+
+
+def tiny_model(**overrides):
+    config = kt.TransformerConfig.preset("tiny", vocab_size=VOCAB, **overrides)
+    return kt.build_transformer(config)
+
+
+@pytest.fixture(scope="module")
+def model():
+    keras.utils.set_random_seed(7)
+    return tiny_model()
+
+
+def run(model, source, target):
+    return np.asarray(model({"source": source, "target": target}, training=False))
+
+
+def test_changing_target_token_t_changes_no_earlier_logit(model):
+    rng = np.random.default_rng(0)
+    source, target = random_ids(rng, 2, 6, VOCAB), random_ids(rng, 2, 8, VOCAB)
+    logits = run(model, source, target)
+    for t in range(1, 8):
+        changed = target.copy()
+        changed[:, t] = (changed[:, t] - 4 + 1) % (VOCAB - 4) + 4
+        changed_logits = run(model, source, changed)
+        np.testing.assert_allclose(changed_logits[:, :t], logits[:, :t], atol=1e-5)
+        assert not np.allclose(changed_logits[:, t:], logits[:, t:], atol=1e-5)
+
+
+def test_source_padding_changes_no_logit(model):
+    rng = np.random.default_rng(1)
+    source, target = random_ids(rng, 2, 5, VOCAB), random_ids(rng, 2, 6, VOCAB)
+    logits = run(model, source, target)
+    padded = np.pad(source, ((0, 0), (0, 4)))
+    np.testing.assert_allclose(run(model, padded, target), logits, atol=1e-5)
+    # Ragged batch: the shorter sentence is padded, its logits equal those computed alone.
+    batch_source = np.pad(source, ((0, 0), (0, 3)))
+    batch_source[1, 5:] = random_ids(rng, 1, 3, VOCAB)
+    batch_logits = run(model, batch_source, target)
+    np.testing.assert_allclose(batch_logits[0], logits[0], atol=1e-5)
+    assert not np.allclose(batch_logits[1], logits[1], atol=1e-5)
+
+
+def test_target_padding_changes_no_logit_of_real_positions(model):
+    rng = np.random.default_rng(2)
+    source, target = random_ids(rng, 2, 5, VOCAB), random_ids(rng, 2, 6, VOCAB)
+    logits = run(model, source, target)
+    padded = np.pad(target, ((0, 0), (0, 3)))
+    np.testing.assert_allclose(run(model, source, padded)[:, :6], logits, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"norm_first": True, "positional": "learned", "share_embeddings": False}],
+    ids=["paper", "prenorm-learned-unshared"],
+)
+def test_cached_decoding_equals_full_sequence(overrides):
+    model = tiny_model(**overrides)
+    rng = np.random.default_rng(3)
+    source = random_ids(rng, 2, 7, VOCAB)
+    source[1, 5:] = 0
+    target = random_ids(rng, 2, 9, VOCAB)
+    full = run(model, source, target)
+
+    source_mask = source != 0
+    memory = model.encoder(model.embedding(source, mode="source"), padding_mask=source_mask)
+    cache = model.decoder.build_cache(memory, max_length=9)
+    step_logits = []
+    for t in range(9):
+        x = model.embedding(target[:, t:t + 1], mode="target")
+        out, cache = model.decoder(x, None, source_padding_mask=source_mask, cache=cache, cache_index=t)
+        step_logits.append(np.asarray(model.embedding(out, mode="logits")))
+    np.testing.assert_allclose(np.concatenate(step_logits, 1), full, atol=1e-4)
+
+
+def test_decoder_returns_cross_attention_weights_per_layer(model):
+    source = np.array([[5, 6, 7, 0]], "int32")
+    memory = model.encoder(model.embedding(source, mode="source"), padding_mask=source != 0)
+    x = model.embedding(np.array([[2, 9]], "int32"), mode="target")
+    _, weights = model.decoder(x, memory, source_padding_mask=source != 0, return_attention_scores=True)
+    assert len(weights) == 2 and tuple(weights[0].shape) == (1, 4, 2, 4)
+    assert np.all(np.asarray(weights[0])[..., 3] == 0.0)
+
+
+def test_save_and_load_round_trip(model, tmp_path):
+    rng = np.random.default_rng(4)
+    source, target = random_ids(rng, 3, 5, VOCAB), random_ids(rng, 3, 4, VOCAB)
+    path = tmp_path / "x.keras"
+    model.save(path)
+    restored = keras.models.load_model(path)
+    assert isinstance(restored, kt.Transformer)
+    assert restored.config == model.config
+    np.testing.assert_array_equal(run(restored, source, target), run(model, source, target))
+
+
+def test_mixed_bfloat16_gives_float32_logits_and_trains_without_nan():
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    model = tiny_model()
+    rng = np.random.default_rng(5)
+    source, target = random_ids(rng, 4, 6, VOCAB), random_ids(rng, 4, 7, VOCAB)
+    source[0, 3:] = 0
+    logits = model({"source": source, "target": target})
+    assert logits.dtype == "float32"
+    assert model.encoder.layers[0].self_attention.compute_dtype == "bfloat16"
+    model.compile(optimizer=kt.create_optimizer(model.config), loss=kt.LabelSmoothedCrossEntropy())
+    history = model.fit({"source": source, "target": target}, target, epochs=3, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    assert np.all(np.isfinite(np.asarray(model({"source": source, "target": target}))))
+
+
+@pytest.mark.parametrize(
+    "inputs, message",
+    [
+        ({"source": np.ones((2, 3), "float32"), "target": np.ones((2, 3), "int32")},
+         "'source' must hold integer token ids .* got dtype float32"),
+        ({"source": np.ones((2, 3), "int32"), "target": np.ones((2, 3, 4), "int32")},
+         r"'target' must have rank 2 \[batch, length\]; got shape \(2, 3, 4\)"),
+        ({"source": np.ones((3,), "int32"), "target": np.ones((2, 3), "int32")},
+         r"'source' must have rank 2 \[batch, length\]; got shape \(3,\)"),
+        ({"src": np.ones((2, 3), "int32"), "target": np.ones((2, 3), "int32")},
+         r"Missing data for input \"source\".*Expected the following keys: \['source', 'target'\]"),
+        (np.ones((2, 3), "int32"), r"expects 2 named input\(s\) with keys \['source', 'target'\]"),
+    ],
+    ids=["float-source", "rank3-target", "rank1-source", "wrong-key", "not-a-dict"],
+)
+def test_bad_inputs_say_what_was_expected(model, inputs, message):
+    with pytest.raises(ValueError, match=message):
+        model(inputs)

@@ -1,0 +1,104 @@
+"""§5.3 (optimizer and Eq. 3), §5.4 (label smoothing), and learning a synthetic task."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+
+import keras_transformer as kt
+
+BOS, EOS = 2, 3
+
+
+@pytest.mark.parametrize("step", [1, 4000, 100000])
+def test_schedule_is_eq3(step):
+    schedule = kt.TransformerSchedule(d_model=512, warmup_steps=4000)
+    expected = 512**-0.5 * min(step**-0.5, step * 4000**-1.5)
+    assert float(schedule(step)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_schedule_peaks_at_warmup_and_serializes():
+    schedule = kt.TransformerSchedule(d_model=512, warmup_steps=4000)
+    rates = np.asarray([float(schedule(s)) for s in (0, 1, 3999, 4000, 4001)])
+    assert rates[0] == rates[1]  # Keras' step 0 gets step 1's rate
+    assert rates[2] < rates[3] > rates[4]
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
+    assert restored.get_config() == {"d_model": 512, "warmup_steps": 4000}
+
+
+def test_optimizer_has_the_papers_adam_settings():
+    optimizer = kt.create_optimizer(kt.TransformerConfig.preset("base", vocab_size=100))
+    assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
+    schedule = optimizer.get_config()["learning_rate"]
+    assert schedule["class_name"] == "TransformerSchedule"
+    assert schedule["config"] == {"d_model": 512, "warmup_steps": 4000}
+
+
+def test_label_smoothed_loss_equals_hand_computation():
+    # Vocabulary of 4, eps = 0.1: q = 0.9 * onehot + 0.025 everywhere.
+    logits = np.array([[[2.0, 0.5, -1.0, 0.0], [0.1, 0.2, 0.3, 0.4], [9.0, 9.0, 9.0, 9.0]]], "float32")
+    labels = np.array([[1, 3, 0]], "int32")  # the last position is padding
+    loss = float(kt.LabelSmoothedCrossEntropy(0.1)(labels, logits))
+    expected = []
+    for t, y in enumerate([1, 3]):
+        z = logits[0, t].astype(float)
+        log_p = z - math.log(sum(math.exp(v) for v in z))
+        q = [0.025 + (0.9 if k == y else 0.0) for k in range(4)]
+        expected.append(-sum(qk * lp for qk, lp in zip(q, log_p)))
+    assert loss == pytest.approx(sum(expected) / 2, rel=1e-6)
+
+
+def test_loss_ignores_padding_whatever_its_logits():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2, 5, 7)).astype("float32")
+    labels = np.array([[4, 5, 6, 0, 0], [3, 4, 0, 0, 0]], "int32")
+    loss = kt.LabelSmoothedCrossEntropy()
+    changed = logits.copy()
+    changed[labels == 0] = 50.0
+    assert float(loss(labels, changed)) == pytest.approx(float(loss(labels, logits)), rel=1e-6)
+    # The mean is over the 5 real tokens, not over all 10 positions.
+    per_sentence = [float(loss(labels[i:i + 1], logits[i:i + 1])) for i in range(2)]
+    assert float(loss(labels, logits)) == pytest.approx((3 * per_sentence[0] + 2 * per_sentence[1]) / 5, rel=1e-5)
+
+
+def test_masked_accuracy_ignores_padding():
+    labels = np.array([[1, 2, 0, 0]], "int32")
+    logits = np.zeros((1, 4, 3), "float32")
+    logits[0, 0, 1] = logits[0, 1, 0] = 1.0  # right, wrong; padding predicts anything
+    logits[0, 2:, 0] = 1.0
+    assert float(kt.masked_accuracy(labels, logits)) == pytest.approx(0.5)
+
+
+def reversal_task(n, vocab_size, max_length, seed):
+    """Source: random tokens; target: the same tokens reversed, then eos (teacher forcing)."""
+    rng = np.random.default_rng(seed)
+    source = np.zeros((n, max_length), "int32")
+    target_in = np.zeros((n, max_length + 1), "int32")
+    target_out = np.zeros((n, max_length + 1), "int32")
+    for i, length in enumerate(rng.integers(3, max_length + 1, n)):
+        tokens = rng.integers(4, vocab_size, length)
+        source[i, :length] = tokens
+        target_in[i, 0] = BOS
+        target_in[i, 1:length + 1] = tokens[::-1]
+        target_out[i, :length] = tokens[::-1]
+        target_out[i, length] = EOS
+    return {"source": source, "target": target_in}, target_out
+
+
+def test_tiny_model_learns_reversal_with_fit():
+    config = kt.TransformerConfig.preset("tiny", vocab_size=16, dropout=0.0, warmup_steps=100)
+    model = kt.build_transformer(config)
+    model.compile(
+        optimizer=kt.create_optimizer(config),
+        loss=kt.LabelSmoothedCrossEntropy(config.label_smoothing),
+        metrics=[kt.masked_accuracy],
+    )
+    x, y = reversal_task(9600, 16, 8, seed=0)
+    # 600 steps: three seeds measured at 99.5-100% (at 450 steps one seed was at 94%).
+    model.fit(x, y, batch_size=64, epochs=4, verbose=0)
+    held_out_x, held_out_y = reversal_task(512, 16, 8, seed=1)
+    logits = model.predict(held_out_x, batch_size=128, verbose=0)
+    accuracy = float(kt.masked_accuracy(held_out_y, logits))
+    print(f"held-out token accuracy after 600 steps: {accuracy:.4f}")
+    assert accuracy > 0.95
