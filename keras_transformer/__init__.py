@@ -7,7 +7,11 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from keras_transformer import layers  # noqa: E402
 from keras_transformer.config import PRESETS, TransformerConfig  # noqa: E402
-from keras_transformer.losses import LabelSmoothedCrossEntropy, masked_accuracy  # noqa: E402
+from keras_transformer.losses import (  # noqa: E402
+    LabelSmoothedCrossEntropy,
+    MaskedAccuracy,
+    masked_accuracy,
+)
 from keras_transformer.model import Transformer, build_transformer  # noqa: E402
 from keras_transformer.optimization import TransformerSchedule, create_optimizer  # noqa: E402
 
@@ -16,6 +20,7 @@ __version__ = "0.1.0"
 __all__ = [
     "PRESETS",
     "LabelSmoothedCrossEntropy",
+    "MaskedAccuracy",
     "Transformer",
     "TransformerConfig",
     "TransformerSchedule",

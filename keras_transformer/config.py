@@ -1,6 +1,7 @@
 """Model and training hyper-parameters, with the presets of Table 3."""
 
 import dataclasses
+import numbers
 
 from keras_transformer.layers.positional import POSITIONAL_KINDS
 
@@ -49,7 +50,7 @@ class TransformerConfig:
                 _check_positive_int(name, value)
         for name in ("dropout", "attention_dropout", "label_smoothing"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
                 raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
         if self.positional not in POSITIONAL_KINDS:
             raise ValueError(f"positional must be one of {POSITIONAL_KINDS}, got {self.positional!r}")
@@ -80,7 +81,7 @@ class TransformerConfig:
 
 
 def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 

@@ -2,11 +2,18 @@
 
 import keras
 from keras import ops
+from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 
 from keras_transformer.config import TransformerConfig
 from keras_transformer.layers import Decoder, Encoder, SharedEmbedding
 
 PAD_ID = 0
+
+# The config fields that Encoder and Decoder take under the same names.
+STACK_FIELDS = (
+    "num_layers", "num_heads", "d_ff", "key_dim", "value_dim", "dropout", "attention_dropout",
+    "norm_first", "positional", "max_length",
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -18,26 +25,15 @@ class Transformer(keras.Model):
     reachable as `embedding`, `encoder` and `decoder` for incremental decoding.
     """
 
-    def __init__(self, config, **kwargs):
+    def __init__(self, config, dtype=None, **kwargs):
         if isinstance(config, dict):
             config = TransformerConfig.from_dict(config)
         embedding = SharedEmbedding(
-            config.vocab_size, config.d_model, config.share_embeddings, name="embedding"
+            config.vocab_size, config.d_model, config.share_embeddings, dtype=dtype, name="embedding"
         )
-        stack_arguments = dict(
-            num_layers=config.num_layers,
-            num_heads=config.num_heads,
-            d_ff=config.d_ff,
-            key_dim=config.key_dim,
-            value_dim=config.value_dim,
-            dropout=config.dropout,
-            attention_dropout=config.attention_dropout,
-            norm_first=config.norm_first,
-            positional=config.positional,
-            max_length=config.max_length,
-        )
-        encoder = Encoder(**stack_arguments, name="encoder")
-        decoder = Decoder(**stack_arguments, name="decoder")
+        stack_arguments = {name: getattr(config, name) for name in STACK_FIELDS}
+        encoder = Encoder(**stack_arguments, dtype=dtype, name="encoder")
+        decoder = Decoder(**stack_arguments, dtype=dtype, name="decoder")
 
         source = keras.Input(shape=(None,), dtype="int32", name="source")
         target = keras.Input(shape=(None,), dtype="int32", name="target")
@@ -60,7 +56,12 @@ class Transformer(keras.Model):
         return super().call(inputs, training=training, mask=mask)
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
+        return {
+            "config": self.config.to_dict(),
+            "dtype": keras.dtype_policies.serialize(self.embedding.dtype_policy),
+            "name": self.name,
+            "trainable": self.trainable,
+        }
 
     @classmethod
     def from_config(cls, config):
@@ -68,11 +69,17 @@ class Transformer(keras.Model):
 
 
 def _check_inputs(inputs):
-    """Names what was expected when "source" or "target" is not int [batch, length].
+    """Names what was expected when the inputs are not {"source": int [B, S], "target": int [B, T]}.
 
-    Keras has already checked the dict keys; it would cast float ids and reshape some ranks
-    silently, so dtype and rank are checked here.
+    Keras checks dict keys, but it would cast float ids and reshape some ranks silently.
+    Under distribution Keras builds the model on a batch averaged across replicas (floats),
+    inside its symbolic scope; dtypes are not checked there.
     """
+    if not isinstance(inputs, dict):
+        raise ValueError(
+            'Transformer inputs must be a dict {"source": ids [batch, source_length], '
+            f'"target": ids [batch, target_length]}}; got {type(inputs).__name__}'
+        )
     for name, tensor in inputs.items():
         shape = tuple(ops.shape(tensor))
         dtype = keras.backend.standardize_dtype(tensor.dtype)
@@ -80,7 +87,7 @@ def _check_inputs(inputs):
             raise ValueError(
                 f"Transformer input '{name}' must have rank 2 [batch, length]; got shape {shape}"
             )
-        if "int" not in dtype:
+        if "int" not in dtype and not in_symbolic_scope():
             raise ValueError(
                 f"Transformer input '{name}' must hold integer token ids (0 = padding); got dtype {dtype}"
             )

@@ -9,7 +9,8 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """Eq. 3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5).
 
     The rate rises linearly for `warmup_steps` steps, then decays with the inverse square root
-    of the step. Keras counts optimizer steps from 0; step 0 is given the rate of step 1.
+    of the step. Keras calls the schedule with `optimizer.iterations`, the number of updates
+    already applied, so the update it drives is the paper's step_num = iterations + 1.
     """
 
     def __init__(self, d_model, warmup_steps=4000):
@@ -18,8 +19,8 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.d_model = d_model
         self.warmup_steps = warmup_steps
 
-    def __call__(self, step):
-        step = ops.maximum(ops.cast(step, "float32"), 1.0)
+    def __call__(self, iterations):
+        step = ops.cast(iterations, "float32") + 1.0
         return float(self.d_model) ** -0.5 * ops.minimum(
             ops.rsqrt(step), step * float(self.warmup_steps) ** -1.5
         )

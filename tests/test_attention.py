@@ -128,24 +128,25 @@ def test_cross_attention_cache_computes_memory_once():
 
 
 def test_attention_dropout_only_in_training():
-    layer = MultiHeadAttention(num_heads=2, dropout=0.5)
     x = np.random.default_rng(7).normal(size=(2, 6, 8)).astype("float32")
-    np.testing.assert_array_equal(layer(x, training=False), layer(x, training=False))
-    assert not np.allclose(layer(x, training=True), layer(x, training=False))
-
-
-def test_config_round_trip():
-    layer = MultiHeadAttention(num_heads=3, key_dim=5, value_dim=7, dropout=0.2, name="mha")
-    clone = MultiHeadAttention.from_config(layer.get_config())
-    assert clone.get_config() == layer.get_config()
+    layer = MultiHeadAttention(num_heads=2, dropout=0.5)
+    no_dropout = MultiHeadAttention(num_heads=2)
+    no_dropout(x)
+    layer(x)
+    no_dropout.set_weights(layer.get_weights())
+    np.testing.assert_allclose(layer(x, training=False), no_dropout(x), atol=1e-6)
+    _, weights = layer(x, training=True, return_attention_scores=True)
+    assert not np.allclose(layer(x, training=True), no_dropout(x), atol=1e-3)
+    np.testing.assert_allclose(np.asarray(weights).sum(-1), 1.0, atol=1e-5)  # returned before dropout
 
 
 @pytest.mark.parametrize(
     "mask_shape, message",
     [
         ((2, 1, 3, 5), "rank 4"),
-        ((2, 4), "key length 4 but the keys have length 5"),
-        ((2, 2, 5), "query length 2 but the queries have length 3"),
+        ((2, 4), "key length 4 but the inputs have key length 5"),
+        ((2, 2, 5), "query length 2 but the inputs have query length 3"),
+        ((1, 5), "batch size 1 but the inputs have batch size 2"),
     ],
 )
 def test_mask_of_wrong_shape_says_what_was_expected(mask_shape, message):
@@ -155,6 +156,16 @@ def test_mask_of_wrong_shape_says_what_was_expected(mask_shape, message):
     with pytest.raises(ValueError, match=message) as info:
         layer(query, memory, attention_mask=np.ones(mask_shape, bool))
     assert "[batch, key_length]" in str(info.value)
+
+
+def test_additive_float_mask_is_refused_not_inverted():
+    layer = MultiHeadAttention(num_heads=2)
+    x = np.zeros((1, 3, 8), "float32")
+    additive = np.array([[0.0, 0.0, -1e9]], "float32")
+    with pytest.raises(ValueError, match="must be boolean .* got dtype float32"):
+        layer(x, attention_mask=additive)
+    _, weights = layer(x, attention_mask=np.array([[1, 1, 0]], "int32"), return_attention_scores=True)
+    assert np.all(np.asarray(weights)[..., 2] == 0.0)
 
 
 def test_indivisible_d_model_needs_explicit_key_dim():

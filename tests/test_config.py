@@ -14,6 +14,13 @@ def test_presets_follow_table_3():
     assert (big.num_layers, big.d_model, big.d_ff, big.num_heads, big.dropout) == (6, 1024, 4096, 16, 0.3)
 
 
+def test_numpy_numbers_are_accepted():
+    import numpy as np
+
+    config = TransformerConfig.preset("tiny", vocab_size=np.int64(100), dropout=np.float32(0.2))
+    assert config.vocab_size == 100
+
+
 def test_overrides_and_dict_round_trip():
     config = TransformerConfig.preset("base", vocab_size=37000, num_layers=4, d_ff=1024, key_dim=32)
     assert (config.num_layers, config.d_ff, config.key_dim, config.d_model) == (4, 1024, 32, 512)

@@ -95,9 +95,29 @@ def test_decoder_layer_is_causal_and_reads_memory():
     ids=lambda layer: type(layer).__name__,
 )
 def test_layers_serialize(layer):
+    """A layer rebuilt from its config, given the same weights, computes the same outputs."""
+    rng = np.random.default_rng(5)
+    if isinstance(layer, kl.SharedEmbedding):
+        inputs = (rng.integers(0, 13, (2, 5)).astype("int32"),)
+    elif isinstance(layer, kl.Decoder):
+        inputs = (rng.normal(size=(2, 5, 8)).astype("float32"), rng.normal(size=(2, 4, 8)).astype("float32"))
+    else:
+        inputs = (rng.normal(size=(2, 5, 8)).astype("float32"),)
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
     assert type(restored) is type(layer)
+    expected = layer(*inputs)
+    restored(*inputs)
+    restored.set_weights(layer.get_weights())
+    np.testing.assert_allclose(restored(*inputs), expected, atol=1e-6)
     assert restored.get_config() == layer.get_config()
+
+
+def test_dtype_policy_reaches_every_sublayer():
+    encoder = kl.Encoder(1, 2, 16, dtype="mixed_bfloat16")
+    out = encoder(np.zeros((1, 3, 8), "float32"))
+    assert out.dtype == "bfloat16"
+    policies = {layer.dtype_policy.name for layer in encoder._flatten_layers()}
+    assert policies == {"mixed_bfloat16"}
 
 
 def test_layers_compose_in_a_functional_model_and_reload(tmp_path):

@@ -92,15 +92,38 @@ def test_decoder_returns_cross_attention_weights_per_layer(model):
     assert np.all(np.asarray(weights[0])[..., 3] == 0.0)
 
 
-def test_save_and_load_round_trip(model, tmp_path):
+def test_save_and_load_round_trip(tmp_path):
+    model = tiny_model()
     rng = np.random.default_rng(4)
     source, target = random_ids(rng, 3, 5, VOCAB), random_ids(rng, 3, 4, VOCAB)
+    model.compile(
+        optimizer=kt.create_optimizer(model.config),
+        loss=kt.LabelSmoothedCrossEntropy(0.2),
+        metrics=[kt.MaskedAccuracy()],
+    )
+    model.fit({"source": source, "target": target}, target, verbose=0)  # optimizer state too
     path = tmp_path / "x.keras"
     model.save(path)
     restored = keras.models.load_model(path)
     assert isinstance(restored, kt.Transformer)
     assert restored.config == model.config
+    assert restored.loss.label_smoothing == 0.2
+    assert restored.optimizer.get_config()["learning_rate"]["class_name"] == "TransformerSchedule"
+    assert int(restored.optimizer.iterations) == 1
+    for saved, loaded in zip(model.optimizer.variables, restored.optimizer.variables):
+        np.testing.assert_array_equal(loaded, saved)
+    restored.evaluate({"source": source, "target": target}, target, verbose=0)
     np.testing.assert_array_equal(run(restored, source, target), run(model, source, target))
+
+
+def test_dtype_policy_survives_save_and_load(tmp_path):
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    model = tiny_model()
+    model.save(tmp_path / "bf16.keras")
+    keras.config.set_dtype_policy("float32")
+    restored = keras.models.load_model(tmp_path / "bf16.keras")
+    assert restored.encoder.layers[0].feed_forward.inner.compute_dtype == "bfloat16"
+    assert restored.decoder.dtype_policy.name == "mixed_bfloat16"
 
 
 def test_mixed_bfloat16_gives_float32_logits_and_trains_without_nan():
@@ -130,8 +153,9 @@ def test_mixed_bfloat16_gives_float32_logits_and_trains_without_nan():
         ({"src": np.ones((2, 3), "int32"), "target": np.ones((2, 3), "int32")},
          r"Missing data for input \"source\".*Expected the following keys: \['source', 'target'\]"),
         (np.ones((2, 3), "int32"), r"expects 2 named input\(s\) with keys \['source', 'target'\]"),
+        ([np.ones((2, 3), "int32")] * 2, r"must be a dict \{\"source\": .*; got list"),
     ],
-    ids=["float-source", "rank3-target", "rank1-source", "wrong-key", "not-a-dict"],
+    ids=["float-source", "rank3-target", "rank1-source", "wrong-key", "not-a-dict", "list"],
 )
 def test_bad_inputs_say_what_was_expected(model, inputs, message):
     with pytest.raises(ValueError, match=message):

@@ -39,6 +39,18 @@ def test_learned_positions_offset_and_limit():
     full = np.asarray(layer(x))
     np.testing.assert_allclose(full[0], np.asarray(layer.position_embeddings))
     np.testing.assert_allclose(layer(x[:, :2], start_index=8), full[:, 8:], atol=0)
-    with pytest.raises(ValueError, match="positions up to 10 requested but .* max_length=10"):
+    with pytest.raises(ValueError, match=r"max_length=10 was requested \(position 10\)"):
         layer(np.zeros((1, 11, 4), "float32"))
     assert LearnedPositionalEmbedding.from_config(layer.get_config()).max_length == 10
+
+
+def test_learned_positions_past_max_length_fail_clearly_inside_a_graph():
+    import tensorflow as tf
+
+    layer = LearnedPositionalEmbedding(max_length=4)
+    x = np.zeros((1, 2, 4), "float32")
+    layer(x)
+    step = tf.function(lambda x, start: layer(x, start_index=start))
+    np.testing.assert_allclose(step(x, tf.constant(2)), layer(x, start_index=2))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_length=4 was requested"):
+        step(x, tf.constant(3))

@@ -11,18 +11,32 @@ import keras_transformer as kt
 BOS, EOS = 2, 3
 
 
-@pytest.mark.parametrize("step", [1, 4000, 100000])
-def test_schedule_is_eq3(step):
+def eq3(step_num, d_model=512, warmup_steps=4000):
+    return d_model**-0.5 * min(step_num**-0.5, step_num * warmup_steps**-1.5)
+
+
+@pytest.mark.parametrize("step_num", [1, 4000, 100000])
+def test_schedule_is_eq3(step_num):
     schedule = kt.TransformerSchedule(d_model=512, warmup_steps=4000)
-    expected = 512**-0.5 * min(step**-0.5, step * 4000**-1.5)
-    assert float(schedule(step)) == pytest.approx(expected, rel=1e-6)
+    # Keras passes optimizer.iterations, the count of updates already made: step_num - 1.
+    assert float(schedule(step_num - 1)) == pytest.approx(eq3(step_num), rel=1e-6)
+
+
+def test_optimizer_applies_eq3_from_the_first_update():
+    config = kt.TransformerConfig.preset("tiny", vocab_size=10, d_model=64, warmup_steps=4000)
+    optimizer = kt.create_optimizer(config)
+    weight = keras.Variable(np.zeros(3, "float32"))
+    for step_num in (1, 2, 3):
+        assert float(optimizer.learning_rate) == pytest.approx(eq3(step_num, 64), rel=1e-6)
+        optimizer.apply_gradients([(np.ones(3, "float32"), weight)])
+    # Adam's first update moves each weight by about the learning rate.
+    assert float(weight[0]) == pytest.approx(-sum(eq3(n, 64) for n in (1, 2, 3)), rel=1e-3)
 
 
 def test_schedule_peaks_at_warmup_and_serializes():
     schedule = kt.TransformerSchedule(d_model=512, warmup_steps=4000)
-    rates = np.asarray([float(schedule(s)) for s in (0, 1, 3999, 4000, 4001)])
-    assert rates[0] == rates[1]  # Keras' step 0 gets step 1's rate
-    assert rates[2] < rates[3] > rates[4]
+    rates = np.asarray([float(schedule(s - 1)) for s in (3999, 4000, 4001)])
+    assert rates[0] < rates[1] > rates[2]
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
     assert restored.get_config() == {"d_model": 512, "warmup_steps": 4000}
 
@@ -70,6 +84,17 @@ def test_masked_accuracy_ignores_padding():
     assert float(kt.masked_accuracy(labels, logits)) == pytest.approx(0.5)
 
 
+def test_masked_accuracy_metric_weighs_tokens_across_batches():
+    metric = kt.MaskedAccuracy()
+    right = np.zeros((1, 4, 3), "float32")
+    right[..., 1] = 1.0
+    metric.update_state(np.array([[1, 0, 0, 0]], "int32"), right)  # 1 of 1 right
+    metric.update_state(np.array([[2, 2, 2, 2]], "int32"), right)  # 0 of 4 right
+    assert float(metric.result()) == pytest.approx(1 / 5)
+    metric.reset_state()
+    assert float(metric.result()) == 0.0
+
+
 def reversal_task(n, vocab_size, max_length, seed):
     """Source: random tokens; target: the same tokens reversed, then eos (teacher forcing)."""
     rng = np.random.default_rng(seed)
@@ -92,7 +117,7 @@ def test_tiny_model_learns_reversal_with_fit():
     model.compile(
         optimizer=kt.create_optimizer(config),
         loss=kt.LabelSmoothedCrossEntropy(config.label_smoothing),
-        metrics=[kt.masked_accuracy],
+        metrics=[kt.MaskedAccuracy()],
     )
     x, y = reversal_task(9600, 16, 8, seed=0)
     # 600 steps: three seeds measured at 99.5-100% (at 450 steps one seed was at 94%).

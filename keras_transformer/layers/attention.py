@@ -80,7 +80,9 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_dim = key_dim
         self.value_dim = value_dim
         self.dropout = dropout
-        self.weights_dropout = keras.layers.Dropout(dropout, name="weights_dropout")
+        self.weights_dropout = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="weights_dropout"
+        )
 
     def _head_depth(self, explicit, d_model, name):
         if explicit is not None:
@@ -169,7 +171,7 @@ class MultiHeadAttention(keras.layers.Layer):
             k = self._split_heads(memory, self.key_kernel, self.depth_k)
             v = self._split_heads(memory, self.value_kernel, self.depth_v)
 
-        mask = attention_mask_4d(attention_mask, ops.shape(q)[2], ops.shape(k)[2], self.name)
+        mask = attention_mask_4d(attention_mask, ops.shape(q), ops.shape(k)[2], self.name)
         if causal_start is not None:
             causal = causal_mask(ops.shape(q)[2], ops.shape(k)[2], causal_start)[None, None]
             mask = causal if mask is None else ops.logical_and(mask, causal)
@@ -213,28 +215,36 @@ def write_positions(cache, update, start_index):
     return ops.where(in_update[None, None, :, None], spread, cache)
 
 
-def attention_mask_4d(mask, query_length, key_length, layer_name):
-    """Checks a [B, Tk] or [B, Tq, Tk] mask and returns it as boolean [B, 1, Tq or 1, Tk]."""
+def attention_mask_4d(mask, query_shape, key_length, layer_name):
+    """Checks a [B, Tk] or [B, Tq, Tk] boolean mask and returns it as [B, 1, Tq or 1, Tk].
+
+    `query_shape` is the [B, H, Tq, d] shape of the projected queries. Dimensions known
+    statically are compared; a float mask is refused, since an additive 0 / -inf mask would
+    read inverted as a boolean one.
+    """
     if mask is None:
         return None
     shape = tuple(mask.shape)
     expected = "[batch, key_length] (padding) or [batch, query_length, key_length]"
+    dtype = keras.backend.standardize_dtype(mask.dtype)
+    if dtype != "bool" and "int" not in dtype:
+        raise ValueError(
+            f"{layer_name}: attention_mask must be boolean (True = may attend) or 0/1 integers; "
+            f"got dtype {dtype} (additive float masks are not accepted)"
+        )
     if len(shape) not in (2, 3):
         raise ValueError(
             f"{layer_name}: attention_mask must have shape {expected}; got rank {len(shape)} "
             f"shape {shape}"
         )
-    static_key = key_length if isinstance(key_length, int) else None
-    static_query = query_length if isinstance(query_length, int) else None
-    if shape[-1] is not None and static_key is not None and shape[-1] != static_key:
-        raise ValueError(
-            f"{layer_name}: attention_mask has key length {shape[-1]} but the keys have length "
-            f"{static_key}; expected {expected}"
-        )
-    if len(shape) == 3 and None not in (shape[1], static_query) and shape[1] != static_query:
-        raise ValueError(
-            f"{layer_name}: attention_mask has query length {shape[1]} but the queries have "
-            f"length {static_query}; expected {expected}"
-        )
+    expected_dims = [(0, query_shape[0], "batch size"), (-1, key_length, "key length")]
+    if len(shape) == 3:
+        expected_dims.append((1, query_shape[2], "query length"))
+    for axis, size, what in expected_dims:
+        if isinstance(size, int) and shape[axis] is not None and shape[axis] != size:
+            raise ValueError(
+                f"{layer_name}: attention_mask has {what} {shape[axis]} but the inputs have "
+                f"{what} {size}; expected {expected}, got shape {shape}"
+            )
     mask = ops.cast(mask, "bool")
     return mask[:, None, None, :] if len(shape) == 2 else mask[:, None, :, :]

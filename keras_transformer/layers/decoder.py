@@ -26,15 +26,17 @@ class DecoderLayer(SublayerConnections):
     def __init__(self, num_heads, d_ff, *args, **kwargs):
         super().__init__(num_heads, d_ff, *args, **kwargs)
         self.self_attention = MultiHeadAttention(
-            num_heads, self.key_dim, self.value_dim, self.attention_dropout, name="self_attention"
+            num_heads, self.key_dim, self.value_dim, self.attention_dropout,
+            dtype=self.dtype_policy, name="self_attention",
         )
-        self.self_attention_norm = layer_norm("self_attention_norm")
+        self.self_attention_norm = layer_norm(self, "self_attention_norm")
         self.cross_attention = MultiHeadAttention(
-            num_heads, self.key_dim, self.value_dim, self.attention_dropout, name="cross_attention"
+            num_heads, self.key_dim, self.value_dim, self.attention_dropout,
+            dtype=self.dtype_policy, name="cross_attention",
         )
-        self.cross_attention_norm = layer_norm("cross_attention_norm")
-        self.feed_forward = PositionwiseFeedForward(d_ff, name="feed_forward")
-        self.feed_forward_norm = layer_norm("feed_forward_norm")
+        self.cross_attention_norm = layer_norm(self, "cross_attention_norm")
+        self.feed_forward = PositionwiseFeedForward(d_ff, dtype=self.dtype_policy, name="feed_forward")
+        self.feed_forward_norm = layer_norm(self, "feed_forward_norm")
 
     def build(self, inputs_shape, memory_shape=None):
         self.self_attention.build(inputs_shape)
@@ -53,6 +55,8 @@ class DecoderLayer(SublayerConnections):
         return_attention_scores=False,
         training=None,
     ):
+        if cache is not None and cache_index is None:
+            raise ValueError(f"{self.name}: a cache needs the cache_index of the first input position")
         x = inputs
         h = self.sublayer_input(x, self.self_attention_norm)
         h = self.self_attention(
@@ -65,11 +69,13 @@ class DecoderLayer(SublayerConnections):
         x = self.sublayer_output(x, h, self.self_attention_norm, training)
 
         h = self.sublayer_input(x, self.cross_attention_norm)
-        h, weights = self.cross_attention(
+        h = self.cross_attention(
             h, memory, attention_mask=source_padding_mask,
             cache=None if cache is None else cache["cross"],
-            return_attention_scores=True, training=training,
+            return_attention_scores=return_attention_scores, training=training,
         )
+        if return_attention_scores:
+            h, weights = h
         x = self.sublayer_output(x, h, self.cross_attention_norm, training)
 
         h = self.feed_forward(self.sublayer_input(x, self.feed_forward_norm))
@@ -136,14 +142,16 @@ class Decoder(Stack):
         x = self.embed_positions(inputs, start_index=0 if cache is None else cache_index, training=training)
         new_cache, all_weights = [], []
         for i, layer in enumerate(self.layers):
-            x, *extras = layer(
+            outputs = layer(
                 x, memory, target_padding_mask, source_padding_mask,
                 cache=None if cache is None else cache[i], cache_index=cache_index,
-                return_attention_scores=True, training=training,
+                return_attention_scores=return_attention_scores, training=training,
             )
+            x, *extras = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
             if cache is not None:
                 new_cache.append(extras.pop(0))
-            all_weights.append(extras[0])
+            if return_attention_scores:
+                all_weights.append(extras[0])
         results = (self.finish(x),)
         if cache is not None:
             results += (new_cache,)

@@ -19,11 +19,12 @@ class EncoderLayer(SublayerConnections):
     def __init__(self, num_heads, d_ff, *args, **kwargs):
         super().__init__(num_heads, d_ff, *args, **kwargs)
         self.self_attention = MultiHeadAttention(
-            num_heads, self.key_dim, self.value_dim, self.attention_dropout, name="self_attention"
+            num_heads, self.key_dim, self.value_dim, self.attention_dropout,
+            dtype=self.dtype_policy, name="self_attention",
         )
-        self.self_attention_norm = layer_norm("self_attention_norm")
-        self.feed_forward = PositionwiseFeedForward(d_ff, name="feed_forward")
-        self.feed_forward_norm = layer_norm("feed_forward_norm")
+        self.self_attention_norm = layer_norm(self, "self_attention_norm")
+        self.feed_forward = PositionwiseFeedForward(d_ff, dtype=self.dtype_policy, name="feed_forward")
+        self.feed_forward_norm = layer_norm(self, "feed_forward_norm")
 
     def build(self, inputs_shape):
         for layer in (self.self_attention, self.self_attention_norm, self.feed_forward, self.feed_forward_norm):

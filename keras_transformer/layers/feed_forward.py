@@ -13,10 +13,12 @@ class PositionwiseFeedForward(keras.layers.Layer):
     def __init__(self, d_ff, **kwargs):
         super().__init__(**kwargs)
         self.d_ff = d_ff
-        self.inner = keras.layers.Dense(d_ff, activation="relu", name="inner")
+        self.inner = keras.layers.Dense(
+            d_ff, activation="relu", dtype=self.dtype_policy, name="inner"
+        )
 
     def build(self, input_shape):
-        self.outer = keras.layers.Dense(input_shape[-1], name="outer")
+        self.outer = keras.layers.Dense(input_shape[-1], dtype=self.dtype_policy, name="outer")
         self.inner.build(input_shape)
         self.outer.build((*input_shape[:-1], self.d_ff))
 

@@ -59,12 +59,21 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
 
     def call(self, inputs, start_index=0):
         length = inputs.shape[1]
-        if length is not None and isinstance(start_index, int) and start_index + length > self.max_length:
-            raise ValueError(
-                f"{self.name}: positions up to {start_index + length - 1} requested but the learned "
-                f"positional embedding has max_length={self.max_length}"
-            )
-        embedding = ops.take(self.position_embeddings, _positions(inputs, start_index), axis=0)
+        message = (
+            f"{self.name}: a position past the learned positional embedding's "
+            f"max_length={self.max_length} was requested"
+        )
+        static = length is not None and isinstance(start_index, int)
+        if static and start_index + length > self.max_length:
+            raise ValueError(f"{message} (position {start_index + length - 1})")
+        positions = _positions(inputs, start_index)
+        if not static and keras.backend.backend() == "tensorflow":
+            # Lengths known only at run time (tf.function, fit): a gather past the table would
+            # fail obscurely on CPU and return zeros on GPU, so assert in the graph.
+            import tensorflow as tf
+
+            tf.debugging.assert_less(positions[-1:], self.max_length, message=message)
+        embedding = ops.take(self.position_embeddings, positions, axis=0)
         return inputs + ops.cast(embedding, inputs.dtype)[None]
 
     def get_config(self):
@@ -74,10 +83,10 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
 POSITIONAL_KINDS = ("sinusoidal", "learned")
 
 
-def positional_layer(kind, max_length, name=None):
+def positional_layer(kind, max_length, **kwargs):
     """The positional layer for `kind`: "sinusoidal" (§3.5) or "learned" (Table 3, row E)."""
     if kind == "sinusoidal":
-        return SinusoidalPositionalEncoding(name=name)
+        return SinusoidalPositionalEncoding(**kwargs)
     if kind == "learned":
-        return LearnedPositionalEmbedding(max_length, name=name)
+        return LearnedPositionalEmbedding(max_length, **kwargs)
     raise ValueError(f"positional must be one of {POSITIONAL_KINDS}, got {kind!r}")

@@ -13,8 +13,11 @@ from keras_transformer.layers.positional import positional_layer
 LAYER_NORM_EPSILON = 1e-6
 
 
-def layer_norm(name):
-    return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name=name)
+def layer_norm(parent, name):
+    """A LayerNorm sub-layer of `parent`, in its dtype policy (statistics stay float32)."""
+    return keras.layers.LayerNormalization(
+        epsilon=LAYER_NORM_EPSILON, dtype=parent.dtype_policy, name=name
+    )
 
 
 class SublayerConnections(keras.layers.Layer):
@@ -40,7 +43,9 @@ class SublayerConnections(keras.layers.Layer):
         self.dropout = dropout
         self.attention_dropout = attention_dropout
         self.norm_first = norm_first
-        self.residual_dropout = keras.layers.Dropout(dropout, name="residual_dropout")
+        self.residual_dropout = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="residual_dropout"
+        )
 
     def sublayer_input(self, x, norm):
         """What a sub-layer reads: x (post-norm) or LayerNorm(x) (pre-norm)."""
@@ -100,12 +105,14 @@ class Stack(keras.layers.Layer):
             attention_dropout=attention_dropout,
             norm_first=norm_first,
         )
-        self.position = positional_layer(positional, max_length, name="position")
-        self.embedding_dropout = keras.layers.Dropout(dropout, name="embedding_dropout")
+        policy = self.dtype_policy
+        self.position = positional_layer(positional, max_length, dtype=policy, name="position")
+        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=policy, name="embedding_dropout")
         self.layers = [
-            self.layer_class(**self.layer_arguments, name=f"layer_{i}") for i in range(num_layers)
+            self.layer_class(**self.layer_arguments, dtype=policy, name=f"layer_{i}")
+            for i in range(num_layers)
         ]
-        self.final_norm = layer_norm("final_norm") if norm_first else None
+        self.final_norm = layer_norm(self, "final_norm") if norm_first else None
 
     def embed_positions(self, inputs, start_index=0, training=None):
         """Dropout(inputs + PE) for embedded inputs [B, T, d_model] (§3.5, §5.4)."""

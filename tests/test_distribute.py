@@ -1,0 +1,61 @@
+"""model.fit under tf.distribute.MirroredStrategy over two logical CPU devices."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+# Logical devices must be set before TensorFlow initializes, so this runs in a fresh process.
+SCRIPT = textwrap.dedent(
+    """
+    import json, os
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import keras, numpy as np
+    import keras_transformer as kt
+
+    rng = np.random.default_rng(0)
+    source = rng.integers(4, 20, (8, 6)).astype("int32")
+    target = rng.integers(4, 20, (8, 5)).astype("int32")
+    target[::2, 3:] = 0
+    x = {"source": source, "target": target}
+    config = kt.TransformerConfig.preset("tiny", vocab_size=20, dropout=0.0)
+
+    def compiled():
+        model = kt.build_transformer(config)
+        model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
+        return model
+
+    keras.utils.set_random_seed(0)
+    single = compiled()
+    weights = single.get_weights()
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        mirrored = compiled()
+    mirrored.set_weights(weights)
+    result = {
+        "replicas": strategy.num_replicas_in_sync,
+        "single_loss": single.evaluate(x, target, batch_size=8, verbose=0),
+        "mirrored_loss": mirrored.evaluate(x, target, batch_size=8, verbose=0),
+        "fit_losses": mirrored.fit(x, target, batch_size=8, epochs=3, verbose=0).history["loss"],
+    }
+    print("RESULT " + json.dumps(result))
+    """
+)
+
+
+def test_fit_and_evaluate_under_mirrored_strategy():
+    completed = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300
+    )
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
+    assert completed.returncode == 0 and lines, completed.stderr[-3000:]
+    result = json.loads(lines[0][len("RESULT "):])
+    assert result["replicas"] == 2
+    # Both replicas hold 4 sentences with the same number of real tokens, so the mean of the
+    # per-replica token means equals the single-device token mean.
+    assert abs(result["mirrored_loss"] - result["single_loss"]) < 1e-4
+    losses = result["fit_losses"]
+    assert all(abs(v) < 100 for v in losses) and losses[-1] < losses[0]
