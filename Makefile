@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: test venv clean
+.PHONY: test data venv clean
 
 venv: $(INSTALLED)
 
@@ -17,6 +17,11 @@ $(INSTALLED): setup.cfg pyproject.toml
 
 test: $(INSTALLED)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The embedded German-English corpus (Debian's trans-de-en, GPL-2+), fetched and prepared once
+# into ~/.cache/keras_transformer (or $$KERAS_TRANSFORMER_CACHE); never into the repository.
+data: $(INSTALLED)
+	$(BIN)/python -m keras_transformer.data.ding
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

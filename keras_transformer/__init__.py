@@ -5,7 +5,7 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from keras_transformer import layers  # noqa: E402
+from keras_transformer import data, layers  # noqa: E402
 from keras_transformer.config import PRESETS, TransformerConfig  # noqa: E402
 from keras_transformer.losses import (  # noqa: E402
     LabelSmoothedCrossEntropy,
@@ -14,11 +14,13 @@ from keras_transformer.losses import (  # noqa: E402
 )
 from keras_transformer.model import Transformer, build_transformer  # noqa: E402
 from keras_transformer.optimization import TransformerSchedule, create_optimizer  # noqa: E402
+from keras_transformer.tokenizer import SubwordTokenizer  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
     "PRESETS",
+    "SubwordTokenizer",
     "LabelSmoothedCrossEntropy",
     "MaskedAccuracy",
     "Transformer",
@@ -26,6 +28,7 @@ __all__ = [
     "TransformerSchedule",
     "build_transformer",
     "create_optimizer",
+    "data",
     "layers",
     "masked_accuracy",
 ]

@@ -20,3 +20,28 @@ def _seed_and_policy():
 def random_ids(rng, batch, length, vocab_size, low=4):
     """Non-padding token ids (0-3 are pad/unk/bos/eos)."""
     return rng.integers(low, vocab_size, (batch, length)).astype("int32")
+
+
+GERMAN_WORDS = "der die das Haus ist groß klein und ein eine Katze Hund schläft läuft schnell heute Straße grün".split()
+ENGLISH_WORDS = "the house is big small and a cat dog sleeps runs fast today street green".split()
+
+
+def synthetic_pairs(n, seed=0, max_words=30):
+    """German-like and English-like sentences of 1 to max_words words, for pipeline tests."""
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for _ in range(n):
+        de = " ".join(rng.choice(GERMAN_WORDS, rng.integers(1, max_words + 1)))
+        en = " ".join(rng.choice(ENGLISH_WORDS, rng.integers(1, max_words + 1)))
+        pairs.append((de[0].upper() + de[1:] + ".", en[0].upper() + en[1:] + "."))
+    return pairs
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tmp_path_factory):
+    """A small shared vocabulary trained on both languages of the synthetic corpus."""
+    from keras_transformer import SubwordTokenizer
+
+    texts = [side for pair in synthetic_pairs(400) for side in pair]
+    path = tmp_path_factory.mktemp("tokenizer") / "shared.model"
+    return SubwordTokenizer.train(texts, vocab_size=400, path=path)

@@ -1,9 +1,12 @@
 """model.fit under tf.distribute.MirroredStrategy over two logical CPU devices."""
 
 import json
+import pathlib
 import subprocess
 import sys
 import textwrap
+
+TESTS = pathlib.Path(__file__).resolve().parent
 
 # Logical devices must be set before TensorFlow initializes, so this runs in a fresh process.
 SCRIPT = textwrap.dedent(
@@ -46,16 +49,54 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_fit_and_evaluate_under_mirrored_strategy():
+def run_with_two_cpus(script, *args):
     completed = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=300
     )
     lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
     assert completed.returncode == 0 and lines, completed.stderr[-3000:]
-    result = json.loads(lines[0][len("RESULT "):])
+    return json.loads(lines[0][len("RESULT "):])
+
+
+def test_fit_and_evaluate_under_mirrored_strategy():
+    result = run_with_two_cpus(SCRIPT)
     assert result["replicas"] == 2
     # Both replicas hold 4 sentences with the same number of real tokens, so the mean of the
     # per-replica token means equals the single-device token mean.
     assert abs(result["mirrored_loss"] - result["single_loss"]) < 1e-4
     losses = result["fit_losses"]
     assert all(abs(v) < 100 for v in losses) and losses[-1] < losses[0]
+
+
+PIPELINE_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    sys.path.insert(0, sys.argv[1])
+    from conftest import synthetic_pairs
+    import keras_transformer as kt
+    from keras_transformer.data import Corpus, make_batches
+
+    tokenizer = kt.SubwordTokenizer.load(sys.argv[2])
+    pairs = Corpus(synthetic_pairs(300, seed=2)).dataset()
+    batches = make_batches(pairs, tokenizer, tokens_per_batch=1024, max_length=48, repeat=True)
+    config = kt.TransformerConfig.preset("tiny", vocab_size=tokenizer.vocab_size)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        model = kt.build_transformer(config)
+        model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy(),
+                      metrics=[kt.MaskedAccuracy()])
+    history = model.fit(batches, steps_per_epoch=4, epochs=2, verbose=0).history
+    print("RESULT " + json.dumps({"loss": history["loss"], "steps": int(model.optimizer.iterations.numpy())}))
+    """
+)
+
+
+def test_bucketed_batches_train_under_mirrored_strategy(tokenizer, tmp_path):
+    model_file = tokenizer.save(tmp_path / "shared.model")
+    result = run_with_two_cpus(PIPELINE_SCRIPT, TESTS, model_file)
+    assert result["steps"] == 8
+    assert all(0 < loss < 100 for loss in result["loss"])

@@ -1,0 +1,148 @@
+"""A shared source/target subword vocabulary (byte-pair encoding, as in §5.1), trained with
+sentencepiece and applied inside the TensorFlow graph by tensorflow-text.
+
+Running in the graph is what lets an exported model take raw strings: TensorFlow Serving links
+the tensorflow-text ops. Text is normalized the same way when the vocabulary is trained and when
+it is applied: invalid UTF-8 is replaced by U+FFFD, then NFKC, then leading and trailing ASCII
+whitespace is stripped. `detokenize(tokenize(s)) == normalize(s)` for any string: byte fallback
+spells characters outside the vocabulary as UTF-8 bytes, so nothing becomes <unk>.
+"""
+
+import hashlib
+import io
+import pathlib
+import unicodedata
+
+import sentencepiece
+import tensorflow as tf
+import tensorflow_text as tf_text
+from tensorflow_text.python.ops import sentencepiece_tokenizer as tf_text_sentencepiece
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
+BYTE_PIECES = 256
+ASCII_WHITESPACE = " \t\n\r\f\v"
+
+
+def normalize_text(text):
+    """The normalization of `SubwordTokenizer.normalize`, for one Python string."""
+    return unicodedata.normalize("NFKC", text).strip(ASCII_WHITESPACE)
+
+
+class _NamedSentencepieceResource(tf_text_sentencepiece._SentencepieceModelResource):
+    """tensorflow-text's sentencepiece model resource, under a shared name.
+
+    tensorflow-text 2.21 makes the resource private to its kernel, and TensorFlow destroys it
+    whenever it clears the eager kernel cache, which `tf.random.set_seed` (and so
+    `keras.utils.set_random_seed`) does: every later call failed with "Resource ... does not
+    exist". A shared name, taken from the model's hash, keeps it in the resource manager.
+    """
+
+    def _create_resource(self):
+        shared_name = "keras_transformer_sentencepiece_" + hashlib.sha256(self._model).hexdigest()[:24]
+        return tf_text_sentencepiece.gen_sentencepiece_tokenizer.sentencepiece_op(
+            model=self._model, shared_name=shared_name
+        )
+
+
+class SubwordTokenizer(tf.Module):
+    """A sentencepiece BPE model with ids pad=0, unk=1, bos=2, eos=3, shared by both languages.
+
+    As a `tf.Module` it can be tracked by another module (a Translator): the model travels
+    inside the SavedModel and the file it was loaded from is no longer needed.
+    """
+
+    def __init__(self, model_proto, name="subword_tokenizer"):
+        super().__init__(name=name)
+        self.model_proto = bytes(model_proto)
+        processor = sentencepiece.SentencePieceProcessor(model_proto=self.model_proto)
+        pieces = [processor.id_to_piece(i) for i in SPECIAL_IDS]
+        if pieces != ["<pad>", "<unk>", "<s>", "</s>"]:
+            raise ValueError(
+                f"the sentencepiece model's ids 0-3 are {pieces}; expected <pad>, <unk>, <s>, </s> "
+                "(train it with SubwordTokenizer.train)"
+            )
+        self.vocab_size = processor.get_piece_size()
+        self._processor = processor
+        self._sentencepiece = tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
+        self._sentencepiece._model_resource = _NamedSentencepieceResource(self.model_proto, name)
+
+    @classmethod
+    def train(cls, texts, vocab_size, path, character_coverage=0.9995, max_sentences=2_000_000):
+        """Trains a BPE vocabulary of at most `vocab_size` pieces on `texts` (sentences of both
+        languages), writes the model to `path` and returns the tokenizer.
+
+        The vocabulary may come out smaller when the texts hold fewer distinct pieces; read
+        `vocab_size` from the returned tokenizer.
+        """
+        minimum = len(SPECIAL_IDS) + BYTE_PIECES + 1
+        if vocab_size < minimum:
+            raise ValueError(
+                f"vocab_size must be at least {minimum} (4 special ids and 256 byte pieces); got {vocab_size}"
+            )
+        sentences = (line for line in map(normalize_text, texts) if line)
+        model = io.BytesIO()
+        try:
+            sentencepiece.SentencePieceTrainer.train(
+                sentence_iterator=sentences,
+                model_writer=model,
+                vocab_size=vocab_size,
+                model_type="bpe",
+                pad_id=PAD_ID,
+                unk_id=UNK_ID,
+                bos_id=BOS_ID,
+                eos_id=EOS_ID,
+                byte_fallback=True,
+                character_coverage=character_coverage,
+                normalization_rule_name="identity",  # normalize_text has already run
+                remove_extra_whitespaces=False,
+                split_digits=True,
+                hard_vocab_limit=False,
+                input_sentence_size=max_sentences,
+                shuffle_input_sentence=True,
+                minloglevel=2,
+            )
+        except RuntimeError as error:
+            raise ValueError(f"training the subword vocabulary failed: {error}") from error
+        tokenizer = cls(model.getvalue())
+        tokenizer.save(path)
+        return tokenizer
+
+    @classmethod
+    def load(cls, path):
+        path = pathlib.Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no sentencepiece model at {path}")
+        return cls(path.read_bytes())
+
+    def save(self, path):
+        path = pathlib.Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(self.model_proto)
+        return path
+
+    def normalize(self, strings):
+        """Replaces invalid UTF-8 by U+FFFD, applies NFKC, strips ASCII whitespace at both ends."""
+        strings = tf.strings.unicode_transcode(
+            strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+        )
+        return tf.strings.strip(tf_text.normalize_utf8(strings, "NFKC"))
+
+    def tokenize(self, strings, padded=False):
+        """Subword ids of a batch of strings [B]: int32 RaggedTensor [B, None], or a dense
+        [B, T] tensor padded with pad_id when `padded`. No bos or eos is added."""
+        ids = self._sentencepiece.tokenize(self.normalize(strings))
+        return ids.to_tensor(PAD_ID) if padded else ids
+
+    def detokenize(self, ids):
+        """Strings [B] from ids [B, T] (ragged or dense); pad, bos and eos ids are dropped and
+        the text stops at the first eos."""
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.RaggedTensor.from_tensor(ids)
+        ids = tf.cast(ids, tf.int32)
+        before_eos = tf.math.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=1) == 0
+        keep = before_eos & (ids != PAD_ID) & (ids != BOS_ID)
+        return self._sentencepiece.detokenize(tf.ragged.boolean_mask(ids, keep))
+
+    def id_to_piece(self, token_id):
+        return self._processor.id_to_piece(int(token_id))

@@ -1,0 +1,149 @@
+"""The embedded Ding corpus: parser, split, fetch and the cached TFDS dataset (on fixtures)."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from keras_transformer.data import CorpusError, ding
+
+FIXTURE = """\
+# Version :: devel 2023-01-30
+# License :: GPL Version 2 or later; GNU General Public License
+Haus {n}; Gebäude {n} | Häuser {pl} :: house; building | houses
+Rechner {m} [comp.] | Rechner {pl} :: computer | computers
+Das Haus ist groß. | Das Haus (am Fluss) ist alt. :: The house is big. | The house (by the river) is old.
+Ich halte das für einen Fehler. :: I consider that a mistake. / I regard that as a mistake.
+Er war ein Jahr im Gefängnis. :: He spent a year in prison/jail.
+Guten Morgen! {interj} :: Good morning! [Br.]
+Das Haus ist groß. :: The house is big.
+kaputt {adj} [ugs.] :: broken [coll.]
+a line without the separator
+eins | zwei :: one
+{n} :: [Br.]
+"""
+
+
+@pytest.fixture
+def ding_file(tmp_path):
+    path = tmp_path / "de-en"
+    path.write_text(FIXTURE, encoding="utf-8")
+    return path
+
+
+def test_parser_keeps_sentences_without_annotations(ding_file):
+    corpus = ding.parse(ding_file)
+    assert corpus.pairs == [
+        ("Das Haus ist groß.", "The house is big."),
+        ("Das Haus ist alt.", "The house is old."),
+        ("Ich halte das für einen Fehler.", "I consider that a mistake."),
+        ("Er war ein Jahr im Gefängnis.", "He spent a year in prison/jail."),
+        ("Guten Morgen!", "Good morning!"),
+    ]
+    assert corpus.skipped == {
+        "word or phrase, not a sentence": 5,  # Haus, Häuser, Rechner, Rechner {pl}, kaputt
+        "duplicate pair": 1,
+        "no ' :: ' between German and English": 1,
+        "'|' sub-entries do not align": 1,
+        "empty after removing annotations": 1,
+    }
+
+
+def test_parser_option_keeps_words_and_phrases(ding_file):
+    pairs = ding.parse(ding_file, include_phrases=True).pairs
+    assert ("Haus", "house") in pairs and ("Häuser", "houses") in pairs
+    assert ("Rechner", "computer") in pairs and ("kaputt", "broken") in pairs
+    assert ("Das Haus ist groß.", "The house is big.") in pairs
+
+
+def test_split_is_deterministic_disjoint_and_sized():
+    pairs = [(f"Satz Nummer {i}.", f"Sentence number {i}.") for i in range(20000)]
+    splits = ding.split_pairs(pairs)
+    assert ding.split_pairs(pairs) == splits
+    assert sum(len(v) for v in splits.values()) == 20000
+    seen = [set(de for de, _ in v) for v in splits.values()]
+    assert not (seen[0] & seen[1] or seen[0] & seen[2] or seen[1] & seen[2])
+    for split in ("validation", "test"):
+        assert 600 <= len(splits[split]) <= 1000, (split, len(splits[split]))
+    # All translations of one German sentence share its split.
+    assert ding.split_of("Das Haus ist groß.") == ding.split_of("Das Haus ist groß.")
+
+
+def fake_tools(tmp_path, apt_exit=0):
+    """apt-get and dpkg stand-ins on PATH: download writes a .deb, dpkg -x unpacks the file."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "apt-get").write_text(
+        "#!/bin/sh\n"
+        f'if [ {apt_exit} -ne 0 ]; then echo "E: Unable to locate package $2" >&2; exit {apt_exit}; fi\n'
+        'echo fake > "trans-de-en_1.9-6_all.deb"\n'
+    )
+    (bin_dir / "dpkg").write_text(
+        "#!/bin/sh\n"
+        'mkdir -p "$3/usr/share/trans" && printf "%s\\n" "Das ist gut. :: That is good." > "$3/usr/share/trans/de-en"\n'
+    )
+    for tool in ("apt-get", "dpkg"):
+        (bin_dir / tool).chmod(stat.S_IRWXU)
+    return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+
+
+def test_fetch_downloads_and_extracts_into_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", fake_tools(tmp_path))
+    path = ding.fetch(tmp_path / "cache", installed=tmp_path / "not-installed")
+    assert path == tmp_path / "cache" / "trans-de-en" / "usr/share/trans/de-en"
+    assert path.read_text() == "Das ist gut. :: That is good.\n"
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["trans-de-en"]  # no temporary left
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert ding.fetch(tmp_path / "cache", installed=tmp_path / "not-installed") == path  # cached
+
+
+def test_fetch_failure_is_clear_and_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", fake_tools(tmp_path, apt_exit=100))
+    with pytest.raises(CorpusError, match=r"'apt-get download trans-de-en' failed with exit code 100: "
+                                          r"E: Unable to locate package trans-de-en \(run 'apt-get update' first"):
+        ding.fetch(tmp_path / "cache", installed=None)
+    assert list((tmp_path / "cache").iterdir()) == []
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(CorpusError, match="cannot run apt-get: not found"):
+        ding.fetch(tmp_path / "cache", installed=None)
+
+
+def test_prepare_stores_a_tfds_dataset_once(ding_file, tmp_path):
+    dataset_dir = ding.prepare(tmp_path / "cache", ding_file=ding_file, verbose=0)
+    report = json.loads((dataset_dir / "report.json").read_text())
+    assert report["pairs"] == 5 and sum(report["splits"].values()) == 5
+    pairs = set()
+    for split in (name for name, count in report["splits"].items() if count):
+        for de, en in ding.load(split, dataset_dir).as_numpy_iterator():
+            assert ding.split_of(de.decode()) == split
+            pairs.add((de.decode(), en.decode()))
+    assert pairs == set(ding.parse(ding_file).pairs)
+    english, german = next(ding.load("train", dataset_dir, reverse=True).as_numpy_iterator())
+    assert (german.decode(), english.decode()) in pairs
+    ding_file.unlink()  # prepared once: the source is not read again
+    assert ding.prepare(tmp_path / "cache", ding_file=ding_file, verbose=0) == dataset_dir
+    with pytest.raises(ValueError, match=r"the Ding dataset has splits \[.*'train'.*\], not 'dev'"):
+        ding.load("dev", dataset_dir)
+
+
+def test_command_line(ding_file, tmp_path):
+    help_text = subprocess.run(
+        [sys.executable, "-m", "keras_transformer.data.ding", "--help"], capture_output=True, text=True
+    ).stdout
+    assert "--cache-dir" in help_text and "--phrases" in help_text and "--ding-file" in help_text
+    completed = subprocess.run(
+        [sys.executable, "-m", "keras_transformer.data.ding", "--ding-file", str(ding_file),
+         "--cache-dir", str(tmp_path / "cache")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert "5 pairs kept" in completed.stdout and "dataset written to" in completed.stdout
+    failed = subprocess.run(
+        [sys.executable, "-m", "keras_transformer.data.ding", "--ding-file", str(tmp_path / "absent"),
+         "--cache-dir", str(tmp_path / "other")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert failed.returncode == 1 and "absent: no such file" in failed.stderr

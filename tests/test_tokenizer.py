@@ -1,0 +1,122 @@
+"""The shared subword vocabulary, applied inside the TensorFlow graph."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import SubwordTokenizer
+from keras_transformer.tokenizer import normalize_text
+
+SAMPLES = [
+    "Guten Morgen, wie geht's?",
+    "Two  spaces,\ttabs and trailing space ",
+    "UPPER lower MiXeD 1234567890 !?.,;:()[]{}\"'-",
+    "Grüße aus Köln: Straße, Maß, Äpfel.",
+    "日本語のテキスト、中文文本, русский текст, ελληνικά, עברית, العربية",
+    "emoji 😀👍🏽🇩🇪 and ZWJ 👩‍💻",
+    "ﬁ ligature, ① circled, full-width ＡＢＣ",  # NFKC changes these
+    "   leading whitespace",
+    "",
+]
+
+
+def test_special_ids(tokenizer):
+    assert [tokenizer.id_to_piece(i) for i in range(4)] == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert tokenizer.vocab_size <= 400
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+def test_detokenize_inverts_tokenize_on_normalized_text(tokenizer, text):
+    ids = tokenizer.tokenize(tf.constant([text]))
+    assert not np.any(ids.flat_values.numpy() == 1), "byte fallback: nothing becomes <unk>"
+    restored = tokenizer.detokenize(ids).numpy()[0].decode("utf-8")
+    assert restored == normalize_text(text)
+    assert tokenizer.normalize(tf.constant([text])).numpy()[0].decode("utf-8") == normalize_text(text)
+
+
+def test_invalid_utf8_is_replaced_not_an_error(tokenizer):
+    ids = tokenizer.tokenize(tf.constant([b"caf\xc3 ok \xff"]))
+    assert tokenizer.detokenize(ids).numpy()[0].decode("utf-8") == "caf\ufffd ok \ufffd"
+
+
+def test_ragged_and_padded_batches(tokenizer):
+    batch = tf.constant(["Das Haus ist groß.", "Ja.", ""])
+    ragged = tokenizer.tokenize(batch)
+    padded = tokenizer.tokenize(batch, padded=True)
+    assert isinstance(ragged, tf.RaggedTensor) and ragged.shape[0] == 3
+    assert padded.dtype == tf.int32 and padded.shape == (3, int(ragged.row_lengths().numpy().max()))
+    np.testing.assert_array_equal(padded.numpy(), ragged.to_tensor().numpy())
+    assert padded.numpy()[2].sum() == 0
+    np.testing.assert_array_equal(tokenizer.detokenize(padded).numpy(), tokenizer.detokenize(ragged).numpy())
+
+
+def test_detokenize_drops_specials_and_stops_at_eos(tokenizer):
+    ids = tokenizer.tokenize(tf.constant(["Das Haus."]), padded=True).numpy()[0]
+    with_specials = np.concatenate([[2], ids, [3], ids, [0, 0]])[None]
+    assert tokenizer.detokenize(with_specials).numpy()[0].decode() == "Das Haus."
+
+
+def test_one_vocabulary_for_both_languages(tokenizer):
+    pieces = {tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)}
+    assert {"▁Haus", "▁house", "▁Katze", "▁cat"} <= pieces  # whole words of both languages
+    german = tokenizer.tokenize(tf.constant(["Haus Straße"])).flat_values.numpy()
+    english = tokenizer.tokenize(tf.constant(["house street"])).flat_values.numpy()
+    assert german.max() < tokenizer.vocab_size and english.max() < tokenizer.vocab_size
+    assert len(german) <= 4 and len(english) <= 4  # whole words, not byte fallback
+
+
+def test_survives_keras_set_random_seed(tokenizer):
+    """Seeding clears TensorFlow's kernel cache, which used to destroy the model resource."""
+    import keras
+
+    before = tokenizer.tokenize(tf.constant(["Das Haus."]), padded=True).numpy()
+    keras.utils.set_random_seed(99)
+    np.testing.assert_array_equal(tokenizer.tokenize(tf.constant(["Das Haus."]), padded=True).numpy(), before)
+
+
+def test_save_load_round_trip(tokenizer, tmp_path):
+    loaded = SubwordTokenizer.load(tokenizer.save(tmp_path / "copy.model"))
+    batch = tf.constant(SAMPLES)
+    np.testing.assert_array_equal(
+        loaded.tokenize(batch, padded=True).numpy(), tokenizer.tokenize(batch, padded=True).numpy()
+    )
+
+
+def test_model_travels_inside_a_saved_model(tokenizer, tmp_path):
+    model_file = tmp_path / "only.model"
+    tokenizer.save(model_file)
+
+    class Wrapper(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.tokenizer = SubwordTokenizer.load(model_file)
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def roundtrip(self, text):
+            ids = self.tokenizer.tokenize(text, padded=True)
+            return {"ids": ids, "text": self.tokenizer.detokenize(ids)}
+
+    tf.saved_model.save(Wrapper(), str(tmp_path / "saved"))
+    model_file.unlink()
+    script = textwrap.dedent(
+        f"""
+        import tensorflow as tf, tensorflow_text  # noqa: F401 (registers the ops)
+        loaded = tf.saved_model.load({str(tmp_path / "saved")!r})
+        out = loaded.roundtrip(tf.constant(["Grüße 😀", "Das Haus."]))
+        print(repr([t.decode() for t in out["text"].numpy()]))
+        """
+    )
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert completed.stdout.strip().splitlines()[-1] == repr(["Grüße 😀", "Das Haus."])
+
+
+def test_errors_name_what_is_wrong(tmp_path):
+    with pytest.raises(ValueError, match="vocab_size must be at least 261"):
+        SubwordTokenizer.train(["a b c"], vocab_size=100, path=tmp_path / "x.model")
+    with pytest.raises(FileNotFoundError, match="no sentencepiece model at .*missing.model"):
+        SubwordTokenizer.load(tmp_path / "missing.model")
