@@ -1,0 +1,156 @@
+"""Training batches as in §5.1: sentence pairs batched together by approximate length, each
+batch holding about `tokens_per_batch` source plus target tokens (the paper: 25000 + 25000).
+
+Elements are ({"source": [B, S], "target": [B, T]}, target_out [B, T]), int32, 0 = padding,
+ready for `model.fit` (also under a tf.distribute strategy, which splits each batch across
+replicas). Teacher forcing: the source ends with eos, the decoder input `target` starts with
+bos, and `target_out` is the same sentence ending with eos.
+"""
+
+import collections
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.tokenizer import BOS_ID, EOS_ID
+
+AUTOTUNE = tf.data.AUTOTUNE
+KEPT, EMPTY, TOO_LONG = 0, 1, 2
+
+
+def tokenize_pairs(pairs, tokenizer, chunk_size=1024):
+    """(source, target) strings -> (source_ids, target_ids) int32 vectors, tokenized in chunks."""
+    return (
+        pairs.batch(chunk_size)
+        .map(lambda s, t: (tokenizer.tokenize(s), tokenizer.tokenize(t)), num_parallel_calls=AUTOTUNE)
+        .unbatch()
+    )
+
+
+def drop_reason(source_ids, target_ids, max_length):
+    """KEPT, EMPTY (a side has no tokens) or TOO_LONG (a side with its bos/eos exceeds max_length)."""
+    source_length, target_length = tf.size(source_ids), tf.size(target_ids)
+    empty = (source_length == 0) | (target_length == 0)
+    too_long = tf.maximum(source_length, target_length) + 1 > max_length
+    return tf.where(empty, EMPTY, tf.where(too_long, TOO_LONG, KEPT))
+
+
+def teacher_forcing(source_ids, target_ids):
+    """({"source": source + eos, "target": bos + target}, target + eos)."""
+    eos, bos = tf.constant([EOS_ID], tf.int32), tf.constant([BOS_ID], tf.int32)
+    inputs = {"source": tf.concat([source_ids, eos], 0), "target": tf.concat([bos, target_ids], 0)}
+    return inputs, tf.concat([target_ids, eos], 0)
+
+
+def bucket_boundaries(max_length, smallest=8, growth=1.1):
+    """Upper length bounds of the buckets, growing by about 10%; the last is max_length + 1."""
+    bounds, bound = [], smallest
+    while bound <= max_length:
+        bounds.append(bound)
+        bound = max(bound + 1, int(bound * growth))
+    return bounds + [max_length + 1]
+
+
+def make_batches(
+    pairs,
+    tokenizer,
+    tokens_per_batch,
+    max_length,
+    bucketing=True,
+    shuffle_buffer=10000,
+    seed=None,
+    repeat=False,
+):
+    """Batches of at most `tokens_per_batch` padded source + target tokens (§5.1).
+
+    Args:
+        pairs: tf.data.Dataset of (source, target) strings.
+        tokenizer: a SubwordTokenizer.
+        tokens_per_batch: budget of source + target tokens per batch, padding included.
+        max_length: longest sequence in tokens, with eos or bos; longer pairs are dropped
+            (and counted by `pipeline_report`).
+        bucketing: group pairs of similar length (§5.1); False gives fixed-size batches of
+            tokens_per_batch // (2 * max_length) pairs, for comparison.
+        shuffle_buffer: pairs shuffled before batching (0: keep the order).
+    """
+    if tokens_per_batch < 2 * max_length:
+        raise ValueError(
+            f"tokens_per_batch={tokens_per_batch} cannot hold one pair of max_length={max_length} "
+            f"(source + target: {2 * max_length} tokens)"
+        )
+    dataset = tokenize_pairs(pairs, tokenizer).filter(
+        lambda s, t: drop_reason(s, t, max_length) == KEPT
+    )
+    if shuffle_buffer:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed)
+    dataset = dataset.map(teacher_forcing, num_parallel_calls=AUTOTUNE)
+    if bucketing:
+        bounds = bucket_boundaries(max_length)
+        # Bucket i holds lengths below bounds[i]; the padded pair is at most 2 * (bounds[i] - 1).
+        sizes = [max(1, tokens_per_batch // (2 * (bound - 1))) for bound in bounds] + [1]
+        dataset = dataset.bucket_by_sequence_length(
+            lambda inputs, _: tf.maximum(tf.size(inputs["source"]), tf.size(inputs["target"])),
+            bucket_boundaries=bounds,
+            bucket_batch_sizes=sizes,
+        )
+    else:
+        dataset = dataset.padded_batch(tokens_per_batch // (2 * max_length))
+    if repeat:
+        dataset = dataset.repeat()
+    return dataset.prefetch(AUTOTUNE)
+
+
+@dataclasses.dataclass
+class PipelineReport:
+    """What the pipeline did with a corpus: pairs read, kept and dropped by reason, and how
+    much of each batch is real tokens rather than padding."""
+
+    read: int
+    kept: int
+    dropped: collections.Counter
+    batches: int
+    padding_efficiency: float
+    largest_batch_tokens: int
+    tokens_per_batch: int
+
+    def __str__(self):
+        dropped = ", ".join(f"{reason} {count}" for reason, count in self.dropped.most_common())
+        return (
+            f"pairs read {self.read}, kept {self.kept}, dropped {sum(self.dropped.values())}"
+            f"{': ' + dropped if dropped else ''}\n"
+            f"batches {self.batches}, padding efficiency {self.padding_efficiency:.1%} "
+            f"(real tokens / all tokens in batches), largest batch {self.largest_batch_tokens} "
+            f"tokens (budget {self.tokens_per_batch})"
+        )
+
+
+def pipeline_report(pairs, tokenizer, tokens_per_batch, max_length, bucketing=True, skipped=None):
+    """Reads the corpus once to count, and batches it once (unshuffled) to measure padding.
+
+    `skipped` adds the counts of pairs a reader skipped (a Corpus's `skipped`).
+    """
+    reasons = tokenize_pairs(pairs, tokenizer).map(lambda s, t: drop_reason(s, t, max_length))
+    codes = np.fromiter(reasons.as_numpy_iterator(), dtype=np.int32)
+    dropped = collections.Counter(dict(skipped or {}))
+    dropped["empty after normalization"] += int(np.sum(codes == EMPTY))
+    dropped[f"longer than max_length={max_length} tokens"] += int(np.sum(codes == TOO_LONG))
+    dropped = collections.Counter({reason: n for reason, n in dropped.items() if n})
+
+    real = total = largest = batches = 0
+    batched = make_batches(pairs, tokenizer, tokens_per_batch, max_length, bucketing, shuffle_buffer=0)
+    for inputs, _ in batched.as_numpy_iterator():
+        source, target = inputs["source"], inputs["target"]
+        real += np.count_nonzero(source) + np.count_nonzero(target)
+        total += source.size + target.size
+        largest = max(largest, source.size + target.size)
+        batches += 1
+    return PipelineReport(
+        read=len(codes) + sum((skipped or {}).values()),
+        kept=int(np.sum(codes == KEPT)),
+        dropped=dropped,
+        batches=batches,
+        padding_efficiency=real / total if total else 0.0,
+        largest_batch_tokens=largest,
+        tokens_per_batch=tokens_per_batch,
+    )

@@ -1,0 +1,247 @@
+"""The embedded default corpus: German-English pairs from the Ding dictionary.
+
+Debian's package `trans-de-en` (GPL-2+, about 6 MB) holds `/usr/share/trans/de-en`, lines
+`de | de2 :: en | en2` whose `|`-separated sub-entries align by position, with `;` between
+synonyms and annotations in braces ({n} grammar), brackets ([ugs.] labels) and parentheses.
+About 19,000 sub-entries are example sentences; the rest are words and phrases.
+
+The package is fetched without root (`apt-get download` + `dpkg -x`) into a cache directory
+outside the repository, or the installed file is used. The pairs are split deterministically
+by a hash of the German sentence (so a sentence and all its translations land in one split),
+and prepared once as a local TFDS dataset. Run `python -m keras_transformer.data.ding --help`.
+"""
+
+import argparse
+import collections
+import hashlib
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import tempfile
+
+import keras
+
+from keras_transformer.data.corpus import Corpus, CorpusError, read_lines
+
+DEBIAN_PACKAGE = "trans-de-en"
+INSTALLED_FILE = pathlib.Path("/usr/share/trans/de-en")
+PACKAGE_FILE = pathlib.PurePosixPath("usr/share/trans/de-en")
+DATASET_NAME = "ding_de_en"
+DATASET_VERSION = "1.0.0"
+SPLIT_FRACTIONS = {"test": 0.04, "validation": 0.04}  # about 750 sentence pairs each
+
+ANNOTATION = re.compile(r"\{[^}]*\}|\[[^\]]*\]|\([^)]*\)")
+SENTENCE_END = re.compile(r"[.!?…][\"'”’»)]*$")
+
+
+def default_cache_dir():
+    """$KERAS_TRANSFORMER_CACHE, or ~/.cache/keras_transformer."""
+    return pathlib.Path(
+        os.environ.get("KERAS_TRANSFORMER_CACHE", pathlib.Path.home() / ".cache" / "keras_transformer")
+    )
+
+
+def fetch(cache_dir=None, installed=INSTALLED_FILE):
+    """The path of the Ding file: the installed one, the cached one, or one fetched now."""
+    if installed is not None and pathlib.Path(installed).is_file():
+        return pathlib.Path(installed)
+    cache_dir = pathlib.Path(cache_dir or default_cache_dir())
+    package_dir = cache_dir / DEBIAN_PACKAGE
+    if (package_dir / PACKAGE_FILE).is_file():
+        return package_dir / PACKAGE_FILE
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".fetch-") as work:
+        _run(["apt-get", "download", DEBIAN_PACKAGE], work)
+        debs = sorted(pathlib.Path(work).glob(f"{DEBIAN_PACKAGE}_*.deb"))
+        if not debs:
+            raise CorpusError(f"apt-get download {DEBIAN_PACKAGE} wrote no .deb file in {work}")
+        extracted = pathlib.Path(work) / "extracted"
+        _run(["dpkg", "-x", str(debs[-1]), str(extracted)], work)
+        if not (extracted / PACKAGE_FILE).is_file():
+            raise CorpusError(f"{debs[-1].name} holds no {PACKAGE_FILE}")
+        os.replace(extracted, package_dir)  # atomic: a half-extracted package is never cached
+    return package_dir / PACKAGE_FILE
+
+
+def _run(command, cwd):
+    hint = (
+        f"fetching the Ding corpus needs Debian's apt-get and dpkg; alternatively install the "
+        f"package ({DEBIAN_PACKAGE}) or pass the path of its de-en file"
+    )
+    try:
+        completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise CorpusError(f"cannot run {command[0]}: not found; {hint}") from None
+    if completed.returncode != 0:
+        output = (completed.stderr or completed.stdout).strip()
+        extra = " (run 'apt-get update' first if the package is unknown)" if "apt-get" in command[0] else ""
+        raise CorpusError(
+            f"'{' '.join(command)}' failed with exit code {completed.returncode}: {output[-500:]}{extra}; {hint}"
+        )
+
+
+def clean(text):
+    """A dictionary entry without annotations ({n}, [ugs.], (...)) or extra whitespace."""
+    return " ".join(ANNOTATION.sub(" ", text).split())
+
+
+def first_alternative(entry):
+    """The first `;` synonym of a sub-entry, cleaned; of sentences joined by " / ", the first."""
+    text = clean(entry.split(";")[0])
+    head = text.split(" / ")[0]
+    return head if is_sentence(head) else text
+
+
+def is_sentence(text):
+    """An example sentence: several words, ending with sentence punctuation."""
+    return len(text.split()) >= 2 and bool(SENTENCE_END.search(text))
+
+
+def parse(path, include_phrases=False, verbose=0):
+    """Sentence pairs (and, with `include_phrases`, word and phrase pairs) from a Ding file.
+
+    Each aligned `|` sub-entry gives one pair: the `first_alternative` of each side. Lines that do not parse are skipped and counted by reason; exact duplicate
+    pairs are kept once.
+    """
+    lines = read_lines(path)
+    corpus, seen = Corpus([]), set()
+    progress = keras.utils.Progbar(len(lines), verbose=verbose, unit_name="line")
+    for number, line in enumerate(lines, start=1):
+        if number % 10000 == 0:
+            progress.update(number)
+        if not line.strip() or line.startswith("#"):
+            continue
+        if " :: " not in line:
+            corpus.skipped["no ' :: ' between German and English"] += 1
+            continue
+        german, english = line.split(" :: ", 1)
+        german_entries, english_entries = german.split(" | "), english.split(" | ")
+        if len(german_entries) != len(english_entries):
+            corpus.skipped["'|' sub-entries do not align"] += 1
+            continue
+        for de, en in zip(german_entries, english_entries):
+            de, en = first_alternative(de), first_alternative(en)
+            if not de or not en:
+                corpus.skipped["empty after removing annotations"] += 1
+            elif not (include_phrases or (is_sentence(de) and is_sentence(en))):
+                corpus.skipped["word or phrase, not a sentence"] += 1
+            elif (de, en) in seen:
+                corpus.skipped["duplicate pair"] += 1
+            else:
+                seen.add((de, en))
+                corpus.pairs.append((de, en))
+    progress.update(len(lines), finalize=True)
+    return corpus
+
+
+def split_of(german):
+    """"test", "validation" or "train", from a hash of the German side (deterministic)."""
+    bucket = int.from_bytes(hashlib.sha256(german.encode("utf-8")).digest()[:8], "big") / 2**64
+    for split, fraction in SPLIT_FRACTIONS.items():
+        if bucket < fraction:
+            return split
+        bucket -= fraction
+    return "train"
+
+
+def split_pairs(pairs):
+    """{"train": [...], "validation": [...], "test": [...]} by `split_of` the German side."""
+    splits = {"train": [], "validation": [], "test": []}
+    for de, en in pairs:
+        splits[split_of(de)].append((de, en))
+    return splits
+
+
+def prepare(cache_dir=None, ding_file=None, include_phrases=False, verbose=1):
+    """Parses, splits and stores the corpus as a local TFDS dataset, once; returns its directory.
+
+    A prepared dataset is reused. The parse report is written beside it as report.json.
+    A split that receives no pair (only with a very small dictionary file) is not stored.
+    """
+    import tensorflow_datasets as tfds
+
+    cache_dir = pathlib.Path(cache_dir or default_cache_dir())
+    config = "sentences_and_phrases" if include_phrases else "sentences"
+    data_dir = cache_dir / "tensorflow_datasets"
+    dataset_dir = data_dir / DATASET_NAME / config / DATASET_VERSION
+    if (dataset_dir / "dataset_info.json").is_file():
+        return dataset_dir
+    source = pathlib.Path(ding_file) if ding_file else fetch(cache_dir)
+    corpus = parse(source, include_phrases, verbose=verbose)
+    splits = split_pairs(corpus.pairs)
+    features = tfds.features.FeaturesDict({"de": tfds.features.Text(), "en": tfds.features.Text()})
+    shutil.rmtree(data_dir / DATASET_NAME / config, ignore_errors=True)  # an interrupted attempt
+    tfds.dataset_builders.store_as_tfds_dataset(
+        name=DATASET_NAME,
+        version=DATASET_VERSION,
+        config=config,
+        features=features,
+        split_datasets={
+            name: [(i, {"de": de, "en": en}) for i, (de, en) in enumerate(pairs)]
+            for name, pairs in splits.items()
+            if pairs
+        },
+        data_dir=str(data_dir),
+        description=f"German-English {config} from the Ding dictionary ({source}), GPL-2+.",
+        homepage="https://dict.tu-chemnitz.de/",
+        disable_shuffling=True,
+    )
+    report = {
+        "source": str(source),
+        "pairs": len(corpus.pairs),
+        "skipped": dict(corpus.skipped),
+        "splits": {name: len(pairs) for name, pairs in splits.items()},
+    }
+    (dataset_dir / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
+    return dataset_dir
+
+
+def load(split, dataset_dir, reverse=False):
+    """A tf.data.Dataset of (German, English) string pairs, (English, German) with `reverse`."""
+    import tensorflow_datasets as tfds
+
+    builder = tfds.builder_from_directory(str(dataset_dir))
+    if split not in builder.info.splits:
+        raise ValueError(f"the Ding dataset has splits {sorted(builder.info.splits)}, not {split!r}")
+    keys = ("en", "de") if reverse else ("de", "en")
+    return builder.as_dataset(split=split).map(lambda example: (example[keys[0]], example[keys[1]]))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_transformer.data.ding",
+        description="Fetch the Ding German-English dictionary (Debian package trans-de-en, "
+        "GPL-2+), extract its sentence pairs, split them and store them as a local TFDS dataset.",
+    )
+    parser.add_argument(
+        "--cache-dir", type=pathlib.Path, default=None,
+        help="where the package and the dataset are kept (default: $KERAS_TRANSFORMER_CACHE "
+        "or ~/.cache/keras_transformer)",
+    )
+    parser.add_argument(
+        "--ding-file", type=pathlib.Path, default=None,
+        help="use this de-en dictionary file instead of fetching the package",
+    )
+    parser.add_argument(
+        "--phrases", action="store_true",
+        help="also keep the dictionary's word and phrase pairs (about 200,000), not only sentences",
+    )
+    args = parser.parse_args(argv)
+    try:
+        dataset_dir = prepare(args.cache_dir, args.ding_file, args.phrases)
+    except CorpusError as error:
+        parser.exit(1, f"error: {error}\n")
+    report = json.loads((dataset_dir / "report.json").read_text())
+    skipped = collections.Counter(report["skipped"])
+    print(f"Ding corpus from {report['source']}: {report['pairs']} pairs kept")
+    for reason, count in skipped.most_common():
+        print(f"  skipped {count:>7}  {reason}")
+    print("  splits: " + ", ".join(f"{name} {count}" for name, count in report["splits"].items()))
+    print(f"dataset written to {dataset_dir}")
+
+
+if __name__ == "__main__":
+    main()
