@@ -17,6 +17,7 @@ class TransformerConfig:
     "learned" (row E). max_length: longest sequence (learned positions, decoding bound).
     share_embeddings: one matrix for source and target embeddings (§3.4). norm_first: pre-norm
     instead of the paper's post-norm. label_smoothing [eps_ls]. warmup_steps (§5.3).
+    tokens_per_batch: batch budget of source tokens and of target tokens each (§5.1: 25000).
     """
 
     vocab_size: int
@@ -34,9 +35,13 @@ class TransformerConfig:
     norm_first: bool = False
     label_smoothing: float = 0.1
     warmup_steps: int = 4000
+    tokens_per_batch: int = 25000
 
     def __post_init__(self):
-        for name in ("vocab_size", "num_layers", "d_model", "num_heads", "d_ff", "max_length", "warmup_steps"):
+        for name in (
+            "vocab_size", "num_layers", "d_model", "num_heads", "d_ff", "max_length", "warmup_steps",
+            "tokens_per_batch",
+        ):
             _check_positive_int(name, getattr(self, name))
         for name in ("key_dim", "value_dim"):
             value = getattr(self, name)
@@ -90,5 +95,8 @@ PRESETS = {
     "base": dict(num_layers=6, d_model=512, num_heads=8, d_ff=2048, dropout=0.1),
     "big": dict(num_layers=6, d_model=1024, num_heads=16, d_ff=4096, dropout=0.3),
     # Small enough for unit tests and CPU experiments.
-    "tiny": dict(num_layers=2, d_model=64, num_heads=4, d_ff=256, dropout=0.1, warmup_steps=1000),
+    "tiny": dict(
+        num_layers=2, d_model=64, num_heads=4, d_ff=256, dropout=0.1, warmup_steps=1000,
+        tokens_per_batch=4096,
+    ),
 }

@@ -10,6 +10,8 @@ def test_presets_follow_table_3():
     assert (base.num_layers, base.d_model, base.d_ff, base.num_heads, base.dropout) == (6, 512, 2048, 8, 0.1)
     assert (base.label_smoothing, base.warmup_steps, base.key_dim, base.value_dim) == (0.1, 4000, None, None)
     assert base.positional == "sinusoidal" and base.share_embeddings and not base.norm_first
+    assert base.tokens_per_batch == 25000  # §5.1: about 25000 source and 25000 target tokens
+    assert TransformerConfig.preset("tiny", vocab_size=100).tokens_per_batch < 25000
     big = TransformerConfig.preset("big", vocab_size=37000)
     assert (big.num_layers, big.d_model, big.d_ff, big.num_heads, big.dropout) == (6, 1024, 4096, 16, 0.3)
 
@@ -34,6 +36,7 @@ def test_overrides_and_dict_round_trip():
         ({"d_model": 100, "num_heads": 3, "key_dim": 30}, "value_dim: d_model=100 is not divisible"),
         ({"d_ff": -1}, "d_ff must be a positive integer, got -1"),
         ({"num_layers": 0}, "num_layers must be a positive integer, got 0"),
+        ({"tokens_per_batch": 0}, "tokens_per_batch must be a positive integer, got 0"),
         ({"key_dim": 0}, "key_dim must be a positive integer, got 0"),
         ({"num_heads": 2.5}, "num_heads must be a positive integer, got 2.5"),
         ({"positional": "rotary"}, "positional must be one of .*'rotary'"),

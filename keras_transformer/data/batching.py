@@ -1,5 +1,7 @@
 """Training batches as in §5.1: sentence pairs batched together by approximate length, each
-batch holding about `tokens_per_batch` source plus target tokens (the paper: 25000 + 25000).
+batch holding about `tokens_per_batch` source tokens and as many target tokens (the paper:
+25000 of each), padding included. Counting per side is also how fairseq, tensor2tensor and
+OpenNMT count their token budgets.
 
 Elements are ({"source": [B, S], "target": [B, T]}, target_out [B, T]), int32, 0 = padding,
 ready for `model.fit` (also under a tf.distribute strategy, which splits each batch across
@@ -62,22 +64,22 @@ def make_batches(
     seed=None,
     repeat=False,
 ):
-    """Batches of at most `tokens_per_batch` padded source + target tokens (§5.1).
+    """Batches of at most `tokens_per_batch` source and `tokens_per_batch` target tokens (§5.1).
 
     Args:
         pairs: tf.data.Dataset of (source, target) strings.
         tokenizer: a SubwordTokenizer.
-        tokens_per_batch: budget of source + target tokens per batch, padding included.
+        tokens_per_batch: budget per side: source tokens [B x S] and target tokens [B x T],
+            padding included, each stay within it (`TransformerConfig.tokens_per_batch`).
         max_length: longest sequence in tokens, with eos or bos; longer pairs are dropped
             (and counted by `pipeline_report`).
         bucketing: group pairs of similar length (§5.1); False gives fixed-size batches of
-            tokens_per_batch // (2 * max_length) pairs, for comparison.
+            tokens_per_batch // max_length pairs, for comparison.
         shuffle_buffer: pairs shuffled before batching (0: keep the order).
     """
-    if tokens_per_batch < 2 * max_length:
+    if tokens_per_batch < max_length:
         raise ValueError(
-            f"tokens_per_batch={tokens_per_batch} cannot hold one pair of max_length={max_length} "
-            f"(source + target: {2 * max_length} tokens)"
+            f"tokens_per_batch={tokens_per_batch} cannot hold one sentence of max_length={max_length}"
         )
     dataset = tokenize_pairs(pairs, tokenizer).filter(
         lambda s, t: drop_reason(s, t, max_length) == KEPT
@@ -87,15 +89,15 @@ def make_batches(
     dataset = dataset.map(teacher_forcing, num_parallel_calls=AUTOTUNE)
     if bucketing:
         bounds = bucket_boundaries(max_length)
-        # Bucket i holds lengths below bounds[i]; the padded pair is at most 2 * (bounds[i] - 1).
-        sizes = [max(1, tokens_per_batch // (2 * (bound - 1))) for bound in bounds] + [1]
+        # Bucket i holds lengths below bounds[i]: padded sides of at most bounds[i] - 1 tokens.
+        sizes = [tokens_per_batch // (bound - 1) for bound in bounds] + [1]
         dataset = dataset.bucket_by_sequence_length(
             lambda inputs, _: tf.maximum(tf.size(inputs["source"]), tf.size(inputs["target"])),
             bucket_boundaries=bounds,
             bucket_batch_sizes=sizes,
         )
     else:
-        dataset = dataset.padded_batch(tokens_per_batch // (2 * max_length))
+        dataset = dataset.padded_batch(tokens_per_batch // max_length)
     if repeat:
         dataset = dataset.repeat()
     return dataset.prefetch(AUTOTUNE)
@@ -111,7 +113,7 @@ class PipelineReport:
     dropped: collections.Counter
     batches: int
     padding_efficiency: float
-    largest_batch_tokens: int
+    largest_side_tokens: int
     tokens_per_batch: int
 
     def __str__(self):
@@ -120,8 +122,8 @@ class PipelineReport:
             f"pairs read {self.read}, kept {self.kept}, dropped {sum(self.dropped.values())}"
             f"{': ' + dropped if dropped else ''}\n"
             f"batches {self.batches}, padding efficiency {self.padding_efficiency:.1%} "
-            f"(real tokens / all tokens in batches), largest batch {self.largest_batch_tokens} "
-            f"tokens (budget {self.tokens_per_batch})"
+            f"(real tokens / all tokens in batches), fullest side {self.largest_side_tokens} "
+            f"tokens (budget {self.tokens_per_batch} per side)"
         )
 
 
@@ -143,7 +145,7 @@ def pipeline_report(pairs, tokenizer, tokens_per_batch, max_length, bucketing=Tr
         source, target = inputs["source"], inputs["target"]
         real += np.count_nonzero(source) + np.count_nonzero(target)
         total += source.size + target.size
-        largest = max(largest, source.size + target.size)
+        largest = max(largest, source.size, target.size)
         batches += 1
     return PipelineReport(
         read=len(codes) + sum((skipped or {}).values()),
@@ -151,6 +153,6 @@ def pipeline_report(pairs, tokenizer, tokens_per_batch, max_length, bucketing=Tr
         dropped=dropped,
         batches=batches,
         padding_efficiency=real / total if total else 0.0,
-        largest_batch_tokens=largest,
+        largest_side_tokens=largest,
         tokens_per_batch=tokens_per_batch,
     )
