@@ -3,8 +3,8 @@ sentencepiece and applied inside the TensorFlow graph by tensorflow-text.
 
 Running in the graph is what lets an exported model take raw strings: TensorFlow Serving links
 the tensorflow-text ops. Text is normalized the same way when the vocabulary is trained and when
-it is applied: invalid UTF-8 is replaced by U+FFFD, then NFKC, then leading and trailing ASCII
-whitespace is stripped. `detokenize(tokenize(s)) == normalize(s)` for any string: byte fallback
+it is applied: invalid UTF-8 is replaced by U+FFFD, then NFKC, then U+2581 (sentencepiece's
+word-boundary mark) becomes a space, then leading and trailing ASCII whitespace is stripped. `detokenize(tokenize(s)) == normalize(s)` for any string: byte fallback
 spells characters outside the vocabulary as UTF-8 bytes, so nothing becomes <unk>.
 """
 
@@ -22,11 +22,12 @@ PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
 BYTE_PIECES = 256
 ASCII_WHITESPACE = " \t\n\r\f\v"
+WORD_BOUNDARY = "\u2581"  # sentencepiece's own space mark; it cannot survive detokenization
 
 
 def normalize_text(text):
     """The normalization of `SubwordTokenizer.normalize`, for one Python string."""
-    return unicodedata.normalize("NFKC", text).strip(ASCII_WHITESPACE)
+    return unicodedata.normalize("NFKC", text).replace(WORD_BOUNDARY, " ").strip(ASCII_WHITESPACE)
 
 
 class _NamedSentencepieceResource(tf_text_sentencepiece._SentencepieceModelResource):
@@ -122,11 +123,13 @@ class SubwordTokenizer(tf.Module):
         return path
 
     def normalize(self, strings):
-        """Replaces invalid UTF-8 by U+FFFD, applies NFKC, strips ASCII whitespace at both ends."""
+        """Replaces invalid UTF-8 by U+FFFD, applies NFKC, turns U+2581 into a space and strips
+        ASCII whitespace at both ends."""
         strings = tf.strings.unicode_transcode(
             strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
         )
-        return tf.strings.strip(tf_text.normalize_utf8(strings, "NFKC"))
+        strings = tf.strings.regex_replace(tf_text.normalize_utf8(strings, "NFKC"), WORD_BOUNDARY, " ")
+        return tf.strings.strip(strings)
 
     def tokenize(self, strings, padded=False):
         """Subword ids of a batch of strings [B]: int32 RaggedTensor [B, None], or a dense

@@ -25,6 +25,17 @@ def test_every_batch_stays_within_its_token_budget(pairs, tokenizer):
     assert len(set(sizes)) > 3, "short sentences make larger batches"
 
 
+def test_repeated_batches_are_always_full(pairs, tokenizer):
+    """Repeating before batching leaves no end-of-epoch remainders (tf.distribute needs at least
+    one pair per replica in every batch)."""
+    batches = make_batches(pairs, tokenizer, BUDGET, MAX_LENGTH, repeat=True, seed=0)
+    bounds = bucket_boundaries(MAX_LENGTH)
+    for inputs, _ in batches.take(60).as_numpy_iterator():
+        length = max(inputs["source"].shape[1], inputs["target"].shape[1])
+        bound = next(b for b in bounds if length < b)
+        assert len(inputs["source"]) == BUDGET // (bound - 1)
+
+
 def test_bucketing_pads_less_than_fixed_batches(pairs, tokenizer):
     bucketed = pipeline_report(pairs, tokenizer, BUDGET, MAX_LENGTH, bucketing=True)
     fixed = pipeline_report(pairs, tokenizer, BUDGET, MAX_LENGTH, bucketing=False)

@@ -72,3 +72,17 @@ def test_missing_file(tmp_path):
         read_tsv(tmp_path / "nowhere.tsv")
     with pytest.raises(CorpusError, match=r"de.test.txt: no such file"):
         read_translate_folder(tmp_path, "test", "de", "en")
+
+
+def test_byte_order_mark_is_not_part_of_the_first_sentence(tmp_path):
+    path = write(tmp_path / "pairs.tsv", "\ufeffHallo.\tHello.\n")
+    assert read_tsv(path).pairs == [("Hallo.", "Hello.")]
+
+
+def test_a_corpus_with_every_line_skipped_is_an_empty_dataset(tmp_path, tokenizer):
+    from keras_transformer.data import pipeline_report
+
+    corpus = read_tsv(write(tmp_path / "pairs.tsv", "\n\t\n"))
+    assert corpus.pairs == [] and corpus.skipped == {"empty line": 2}
+    report = pipeline_report(corpus.dataset(), tokenizer, 256, 32, skipped=corpus.skipped)
+    assert (report.read, report.kept, report.batches) == (2, 0, 0)

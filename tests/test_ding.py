@@ -21,6 +21,11 @@ Er war ein Jahr im Gefängnis. :: He spent a year in prison/jail.
 Guten Morgen! {interj} :: Good morning! [Br.]
 Das Haus ist groß. :: The house is big.
 kaputt {adj} [ugs.] :: broken [coll.]
+Abbau {m} (Druck; Vakuum) :: decay (pressure; vacuum)
+nach Abzug von … :: after deducting …
+eine Absage an etw. :: a rejection of sth.
+jdm. etw. erklären :: to explain sth. to sb.
+Es regnet. | Was ist los? :: It is raining. | What's up?
 a line without the separator
 eins | zwei :: one
 {n} :: [Br.]
@@ -42,9 +47,13 @@ def test_parser_keeps_sentences_without_annotations(ding_file):
         ("Ich halte das für einen Fehler.", "I consider that a mistake."),
         ("Er war ein Jahr im Gefängnis.", "He spent a year in prison/jail."),
         ("Guten Morgen!", "Good morning!"),
+        ("Es regnet.", "It is raining."),
+        ("Was ist los?", "What's up?"),
     ]
     assert corpus.skipped == {
-        "word or phrase, not a sentence": 5,  # Haus, Häuser, Rechner, Rechner {pl}, kaputt
+        # Haus, Häuser, Rechner, Rechner {pl}, kaputt, Abbau, nach Abzug von …, eine Absage an
+        # etw., jdm. etw. erklären
+        "word or phrase, not a sentence": 9,
         "duplicate pair": 1,
         "no ' :: ' between German and English": 1,
         "'|' sub-entries do not align": 1,
@@ -56,6 +65,8 @@ def test_parser_option_keeps_words_and_phrases(ding_file):
     pairs = ding.parse(ding_file, include_phrases=True).pairs
     assert ("Haus", "house") in pairs and ("Häuser", "houses") in pairs
     assert ("Rechner", "computer") in pairs and ("kaputt", "broken") in pairs
+    assert ("Abbau", "decay") in pairs  # the ';' inside parentheses does not split the entry
+    assert ("eine Absage an etw.", "a rejection of sth.") in pairs
     assert ("Das Haus ist groß.", "The house is big.") in pairs
 
 
@@ -68,8 +79,22 @@ def test_split_is_deterministic_disjoint_and_sized():
     assert not (seen[0] & seen[1] or seen[0] & seen[2] or seen[1] & seen[2])
     for split in ("validation", "test"):
         assert 600 <= len(splits[split]) <= 1000, (split, len(splits[split]))
-    # All translations of one German sentence share its split.
-    assert ding.split_of("Das Haus ist groß.") == ding.split_of("Das Haus ist groß.")
+
+
+
+def test_split_keeps_phrases_in_train_and_no_sentence_in_two_splits():
+    sentences = [(f"Satz Nummer {i}.", f"Sentence number {i}.") for i in range(3000)]
+    phrases = [(f"wort{i}", f"word{i}") for i in range(3000)]
+    held_out = [de for de, _ in sentences if ding.split_of(de) != "train"]
+    # Another German sentence, in train by its hash, with the English of a held-out pair.
+    in_train = next(f"Anderer Satz {i}." for i in range(100) if ding.split_of(f"Anderer Satz {i}.") == "train")
+    shared_english = dict(sentences)[held_out[0]]
+    splits = ding.split_pairs(sentences + phrases + [(in_train, shared_english)])
+    assert set(phrases) <= set(splits["train"])
+    assert all(ding.split_of(de) == name for name in ("validation", "test") for de, _ in splits[name])
+    assert (held_out[0], shared_english) in splits["train"]
+    english = [set(en for _, en in pairs) for pairs in splits.values()]
+    assert not (english[0] & english[1] or english[0] & english[2] or english[1] & english[2])
 
 
 def fake_tools(tmp_path, apt_exit=0):
@@ -114,7 +139,7 @@ def test_fetch_failure_is_clear_and_leaves_nothing(tmp_path, monkeypatch):
 def test_prepare_stores_a_tfds_dataset_once(ding_file, tmp_path):
     dataset_dir = ding.prepare(tmp_path / "cache", ding_file=ding_file, verbose=0)
     report = json.loads((dataset_dir / "report.json").read_text())
-    assert report["pairs"] == 5 and sum(report["splits"].values()) == 5
+    assert report["pairs"] == 7 and sum(report["splits"].values()) == 7
     pairs = set()
     for split in (name for name, count in report["splits"].items() if count):
         for de, en in ding.load(split, dataset_dir).as_numpy_iterator():
@@ -123,8 +148,16 @@ def test_prepare_stores_a_tfds_dataset_once(ding_file, tmp_path):
     assert pairs == set(ding.parse(ding_file).pairs)
     english, german = next(ding.load("train", dataset_dir, reverse=True).as_numpy_iterator())
     assert (german.decode(), english.decode()) in pairs
-    ding_file.unlink()  # prepared once: the source is not read again
+    info = dataset_dir / "dataset_info.json"
+    prepared_at = info.stat().st_mtime_ns
     assert ding.prepare(tmp_path / "cache", ding_file=ding_file, verbose=0) == dataset_dir
+    assert info.stat().st_mtime_ns == prepared_at  # prepared once, then reused
+    ding_file.write_text(FIXTURE + "Wir kommen morgen. :: We are coming tomorrow.\n", encoding="utf-8")
+    ding.prepare(tmp_path / "cache", ding_file=ding_file, verbose=0)  # a changed file is re-parsed
+    assert json.loads((dataset_dir / "report.json").read_text())["pairs"] == report["pairs"] + 1
+    ding_file.unlink()
+    with pytest.raises(CorpusError, match="de-en: no such file"):
+        ding.prepare(tmp_path / "cache", ding_file=ding_file, verbose=0)
     with pytest.raises(ValueError, match=r"the Ding dataset has splits \[.*'train'.*\], not 'dev'"):
         ding.load("dev", dataset_dir)
 
@@ -140,7 +173,7 @@ def test_command_line(ding_file, tmp_path):
         capture_output=True, text=True, timeout=120,
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
-    assert "5 pairs kept" in completed.stdout and "dataset written to" in completed.stdout
+    assert "7 pairs kept" in completed.stdout and "dataset written to" in completed.stdout
     failed = subprocess.run(
         [sys.executable, "-m", "keras_transformer.data.ding", "--ding-file", str(tmp_path / "absent"),
          "--cache-dir", str(tmp_path / "other")],

@@ -3,7 +3,7 @@
 import pytest
 import tensorflow_datasets as tfds
 
-from keras_transformer.data import load_tfds, make_batches
+from keras_transformer.data import load_tfds, make_batches, pipeline_report
 
 
 @pytest.mark.parametrize(
@@ -21,9 +21,11 @@ def test_tfds_translation_dataset_in_both_directions(name, source, target):
 
 def test_tfds_pairs_feed_the_batching_pipeline(tokenizer):
     with tfds.testing.mock_data(num_examples=20):
-        pairs = load_tfds("wmt14_translate/de-en", "validation")
+        pairs = load_tfds("wmt14_translate/de-en", "validation", shuffle_files=True)
+        report = pipeline_report(pairs, tokenizer, tokens_per_batch=4000, max_length=200)
         batches = list(make_batches(pairs, tokenizer, tokens_per_batch=4000, max_length=200).as_numpy_iterator())
-    assert sum(len(inputs["source"]) for inputs, _ in batches) > 0
+    assert report.read == 20 and report.kept + sum(report.dropped.values()) == 20
+    assert sum(len(target_out) for _, target_out in batches) == report.kept > 0
 
 
 def test_unknown_dataset_and_language():

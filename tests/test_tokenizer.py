@@ -20,6 +20,7 @@ SAMPLES = [
     "emoji 😀👍🏽🇩🇪 and ZWJ 👩‍💻",
     "ﬁ ligature, ① circled, full-width ＡＢＣ",  # NFKC changes these
     "   leading whitespace",
+    "▁ sentencepiece's ▁word boundary▁mark",
     "",
 ]
 

@@ -76,6 +76,8 @@ def make_batches(
         bucketing: group pairs of similar length (§5.1); False gives fixed-size batches of
             tokens_per_batch // max_length pairs, for comparison.
         shuffle_buffer: pairs shuffled before batching (0: keep the order).
+        repeat: repeat the pairs forever, before batching, so that every batch is full (a
+            batch smaller than the replica count would stop tf.distribute).
     """
     if tokens_per_batch < max_length:
         raise ValueError(
@@ -84,6 +86,8 @@ def make_batches(
     dataset = tokenize_pairs(pairs, tokenizer).filter(
         lambda s, t: drop_reason(s, t, max_length) == KEPT
     )
+    if repeat:
+        dataset = dataset.repeat()
     if shuffle_buffer:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed)
     dataset = dataset.map(teacher_forcing, num_parallel_calls=AUTOTUNE)
@@ -98,8 +102,6 @@ def make_batches(
         )
     else:
         dataset = dataset.padded_batch(tokens_per_batch // max_length)
-    if repeat:
-        dataset = dataset.repeat()
     return dataset.prefetch(AUTOTUNE)
 
 

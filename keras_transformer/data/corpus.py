@@ -30,13 +30,13 @@ class Corpus:
 
     def dataset(self):
         """A tf.data.Dataset of (source, target) scalar strings."""
-        sources = [source for source, _ in self.pairs]
-        targets = [target for _, target in self.pairs]
+        sources = tf.constant([source for source, _ in self.pairs], tf.string)
+        targets = tf.constant([target for _, target in self.pairs], tf.string)
         return tf.data.Dataset.from_tensor_slices((sources, targets))
 
 
 def read_lines(path):
-    """The lines of a UTF-8 text file, without line endings."""
+    """The lines of a UTF-8 text file, without line endings or a byte-order mark."""
     path = pathlib.Path(path)
     if not path.is_file():
         raise CorpusError(f"{path}: no such file")
@@ -44,7 +44,7 @@ def read_lines(path):
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
-                lines.append(raw.decode("utf-8").rstrip("\r\n"))
+                lines.append(raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n"))
             except UnicodeDecodeError as error:
                 raise CorpusError(
                     f"{path}:{number}: invalid UTF-8 at byte {error.start} of the line "

@@ -6,9 +6,9 @@ synonyms and annotations in braces ({n} grammar), brackets ([ugs.] labels) and p
 About 19,000 sub-entries are example sentences; the rest are words and phrases.
 
 The package is fetched without root (`apt-get download` + `dpkg -x`) into a cache directory
-outside the repository, or the installed file is used. The pairs are split deterministically
-by a hash of the German sentence (so a sentence and all its translations land in one split),
-and prepared once as a local TFDS dataset. Run `python -m keras_transformer.data.ding --help`.
+outside the repository, or the installed file is used. The sentence pairs are split
+deterministically by a hash of the German sentence (so a sentence and all its translations land
+in one split), and prepared once as a local TFDS dataset. Run `python -m keras_transformer.data.ding --help`.
 """
 
 import argparse
@@ -31,10 +31,13 @@ INSTALLED_FILE = pathlib.Path("/usr/share/trans/de-en")
 PACKAGE_FILE = pathlib.PurePosixPath("usr/share/trans/de-en")
 DATASET_NAME = "ding_de_en"
 DATASET_VERSION = "1.0.0"
-SPLIT_FRACTIONS = {"test": 0.04, "validation": 0.04}  # about 750 sentence pairs each
+PARSER_VERSION = 2  # part of the cache key: a prepared dataset is rebuilt when the parser changes
+SPLIT_FRACTIONS = {"test": 0.04, "validation": 0.04}  # about 870 sentence pairs each
 
 ANNOTATION = re.compile(r"\{[^}]*\}|\[[^\]]*\]|\([^)]*\)")
-SENTENCE_END = re.compile(r"[.!?…][\"'”’»)]*$")
+SENTENCE_END = re.compile(r"[.!?][\"'”’»)]*$")
+# Dictionary placeholders (etwas, jemandem, something, somebody, ...): a phrase, not a sentence.
+PLACEHOLDER = re.compile(r"…|\.\.\.|\b(etw|jdm|jdn|jds|jd|sth|sb|usw|etc)\.")
 
 
 def default_cache_dir():
@@ -90,14 +93,21 @@ def clean(text):
 
 def first_alternative(entry):
     """The first `;` synonym of a sub-entry, cleaned; of sentences joined by " / ", the first."""
-    text = clean(entry.split(";")[0])
+    text = clean(entry).split(";")[0].strip()
     head = text.split(" / ")[0]
     return head if is_sentence(head) else text
 
 
 def is_sentence(text):
-    """An example sentence: several words, ending with sentence punctuation."""
-    return len(text.split()) >= 2 and bool(SENTENCE_END.search(text))
+    """An example sentence: several words, a capital first letter, sentence punctuation at the
+    end, and no dictionary placeholder (etw., sth., …)."""
+    letters = [c for c in text if c.isalpha()]
+    return (
+        len(text.split()) >= 2
+        and bool(letters) and letters[0].isupper()
+        and bool(SENTENCE_END.search(text))
+        and not PLACEHOLDER.search(text)
+    )
 
 
 def parse(path, include_phrases=False, verbose=0):
@@ -137,9 +147,13 @@ def parse(path, include_phrases=False, verbose=0):
     return corpus
 
 
+def _hash(text):
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
+
+
 def split_of(german):
-    """"test", "validation" or "train", from a hash of the German side (deterministic)."""
-    bucket = int.from_bytes(hashlib.sha256(german.encode("utf-8")).digest()[:8], "big") / 2**64
+    """"test", "validation" or "train", from a hash of the German sentence (deterministic)."""
+    bucket = _hash(german) / 2**64
     for split, fraction in SPLIT_FRACTIONS.items():
         if bucket < fraction:
             return split
@@ -148,18 +162,28 @@ def split_of(german):
 
 
 def split_pairs(pairs):
-    """{"train": [...], "validation": [...], "test": [...]} by `split_of` the German side."""
+    """{"train": [...], "validation": [...], "test": [...]}, each in a deterministic hash order.
+
+    Sentence pairs go where `split_of` their German side says; words and phrases always go to
+    train. A validation or test pair whose English sentence also occurs in another split moves
+    to train, so no sentence of either language is shared between splits.
+    """
+    wanted = [(de, en, split_of(de) if is_sentence(de) and is_sentence(en) else "train") for de, en in pairs]
+    english_splits = collections.defaultdict(set)
+    for _, en, split in wanted:
+        english_splits[en].add(split)
     splits = {"train": [], "validation": [], "test": []}
-    for de, en in pairs:
-        splits[split_of(de)].append((de, en))
-    return splits
+    for de, en, split in wanted:
+        splits["train" if len(english_splits[en]) > 1 else split].append((de, en))
+    return {name: sorted(items, key=lambda pair: _hash("\t".join(pair))) for name, items in splits.items()}
 
 
 def prepare(cache_dir=None, ding_file=None, include_phrases=False, verbose=1):
     """Parses, splits and stores the corpus as a local TFDS dataset, once; returns its directory.
 
-    A prepared dataset is reused. The parse report is written beside it as report.json.
-    A split that receives no pair (only with a very small dictionary file) is not stored.
+    A prepared dataset is reused while the dictionary file and the parser are unchanged (their
+    fingerprint is kept in report.json beside the dataset, with the parse report). A split that
+    receives no pair (only with a very small dictionary file) is not stored.
     """
     import tensorflow_datasets as tfds
 
@@ -167,9 +191,13 @@ def prepare(cache_dir=None, ding_file=None, include_phrases=False, verbose=1):
     config = "sentences_and_phrases" if include_phrases else "sentences"
     data_dir = cache_dir / "tensorflow_datasets"
     dataset_dir = data_dir / DATASET_NAME / config / DATASET_VERSION
-    if (dataset_dir / "dataset_info.json").is_file():
-        return dataset_dir
     source = pathlib.Path(ding_file) if ding_file else fetch(cache_dir)
+    if not source.is_file():
+        raise CorpusError(f"{source}: no such file")
+    fingerprint = f"{hashlib.sha256(source.read_bytes()).hexdigest()}-parser{PARSER_VERSION}"
+    report_file = dataset_dir / "report.json"
+    if report_file.is_file() and json.loads(report_file.read_text()).get("fingerprint") == fingerprint:
+        return dataset_dir
     corpus = parse(source, include_phrases, verbose=verbose)
     splits = split_pairs(corpus.pairs)
     features = tfds.features.FeaturesDict({"de": tfds.features.Text(), "en": tfds.features.Text()})
@@ -191,11 +219,12 @@ def prepare(cache_dir=None, ding_file=None, include_phrases=False, verbose=1):
     )
     report = {
         "source": str(source),
+        "fingerprint": fingerprint,
         "pairs": len(corpus.pairs),
         "skipped": dict(corpus.skipped),
         "splits": {name: len(pairs) for name, pairs in splits.items()},
     }
-    (dataset_dir / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
+    report_file.write_text(json.dumps(report, indent=2, ensure_ascii=False))
     return dataset_dir
 
 

@@ -1,7 +1,7 @@
 """Any tensorflow-datasets translation dataset, by name and language pair."""
 
 
-def load_tfds(name, split, source_language=None, data_dir=None, download=True):
+def load_tfds(name, split, source_language=None, data_dir=None, download=True, shuffle_files=False):
     """A tf.data.Dataset of (source, target) strings from a tfds translation dataset.
 
     Args:
@@ -11,6 +11,8 @@ def load_tfds(name, split, source_language=None, data_dir=None, download=True):
         source_language: which side is the source; by default the dataset's own direction
             (its supervised keys). Give the other language to translate the other way.
         download: fetch and prepare the data when it is not in `data_dir` yet (needs network).
+        shuffle_files: read the dataset's files in random order (for training: large datasets
+            such as WMT store their sub-corpora in long runs).
     """
     import tensorflow_datasets as tfds
 
@@ -27,5 +29,5 @@ def load_tfds(name, split, source_language=None, data_dir=None, download=True):
     if source_language not in (None, *languages):
         raise ValueError(f"{name!r} has languages {list(languages)}; source_language={source_language!r}")
     source, target = languages if source_language in (None, languages[0]) else languages[::-1]
-    dataset = tfds.load(name, split=split, data_dir=data_dir, download=download)
+    dataset = tfds.load(name, split=split, data_dir=data_dir, download=download, shuffle_files=shuffle_files)
     return dataset.map(lambda example: (example[source], example[target]))
