@@ -71,9 +71,18 @@ def test_report_counts_every_dropped_pair(tokenizer):
     assert kept == report.kept
 
 
-def test_budget_must_hold_one_sentence(pairs, tokenizer):
-    with pytest.raises(ValueError, match="tokens_per_batch=30 cannot hold one sentence of max_length=32"):
+def test_batch_sizes_are_multiples_of_the_replica_count(pairs, tokenizer):
+    batches = make_batches(pairs, tokenizer, BUDGET, MAX_LENGTH, repeat=True, batch_size_multiple=4)
+    for inputs, target_out in batches.take(40).as_numpy_iterator():
+        assert len(target_out) % 4 == 0
+        assert inputs["source"].size <= BUDGET and inputs["target"].size <= BUDGET
+
+
+def test_budget_must_hold_the_smallest_batch(pairs, tokenizer):
+    with pytest.raises(ValueError, match=r"tokens_per_batch=30 cannot hold 1 sentence\(s\) of max_length=32"):
         make_batches(pairs, tokenizer, 30, 32)
+    with pytest.raises(ValueError, match=r"cannot hold 4 sentence\(s\) of max_length=32 \(batch_size_multiple=4\)"):
+        make_batches(pairs, tokenizer, 100, 32, batch_size_multiple=4)
 
 
 def test_bucket_boundaries_cover_max_length():

@@ -63,6 +63,7 @@ def make_batches(
     shuffle_buffer=10000,
     seed=None,
     repeat=False,
+    batch_size_multiple=1,
 ):
     """Batches of at most `tokens_per_batch` source and `tokens_per_batch` target tokens (§5.1).
 
@@ -76,13 +77,21 @@ def make_batches(
         bucketing: group pairs of similar length (§5.1); False gives fixed-size batches of
             tokens_per_batch // max_length pairs, for comparison.
         shuffle_buffer: pairs shuffled before batching (0: keep the order).
-        repeat: repeat the pairs forever, before batching, so that every batch is full (a
-            batch smaller than the replica count would stop tf.distribute).
+        repeat: repeat the pairs forever, before batching, so that every batch is full.
+        batch_size_multiple: every full batch holds a multiple of this many pairs. Under
+            tf.distribute pass the number of replicas: each replica then gets an equal share
+            (Keras builds the model on the first batch averaged across replicas, which fails
+            when their shares differ in size).
     """
-    if tokens_per_batch < max_length:
+    if tokens_per_batch < max_length * batch_size_multiple:
         raise ValueError(
-            f"tokens_per_batch={tokens_per_batch} cannot hold one sentence of max_length={max_length}"
+            f"tokens_per_batch={tokens_per_batch} cannot hold {batch_size_multiple} sentence(s) of "
+            f"max_length={max_length} (batch_size_multiple={batch_size_multiple})"
         )
+
+    def pairs_per_batch(longest):
+        return tokens_per_batch // longest // batch_size_multiple * batch_size_multiple
+
     dataset = tokenize_pairs(pairs, tokenizer).filter(
         lambda s, t: drop_reason(s, t, max_length) == KEPT
     )
@@ -94,14 +103,14 @@ def make_batches(
     if bucketing:
         bounds = bucket_boundaries(max_length)
         # Bucket i holds lengths below bounds[i]: padded sides of at most bounds[i] - 1 tokens.
-        sizes = [tokens_per_batch // (bound - 1) for bound in bounds] + [1]
+        sizes = [pairs_per_batch(bound - 1) for bound in bounds] + [batch_size_multiple]
         dataset = dataset.bucket_by_sequence_length(
             lambda inputs, _: tf.maximum(tf.size(inputs["source"]), tf.size(inputs["target"])),
             bucket_boundaries=bounds,
             bucket_batch_sizes=sizes,
         )
     else:
-        dataset = dataset.padded_batch(tokens_per_batch // max_length)
+        dataset = dataset.padded_batch(pairs_per_batch(max_length))
     return dataset.prefetch(AUTOTUNE)
 
 
