@@ -7,6 +7,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from keras_transformer import data, layers  # noqa: E402
 from keras_transformer.config import PRESETS, TransformerConfig  # noqa: E402
+from keras_transformer.decoding import beam_search, greedy_search  # noqa: E402
 from keras_transformer.losses import (  # noqa: E402
     LabelSmoothedCrossEntropy,
     MaskedAccuracy,
@@ -15,20 +16,25 @@ from keras_transformer.losses import (  # noqa: E402
 from keras_transformer.model import Transformer, build_transformer  # noqa: E402
 from keras_transformer.optimization import TransformerSchedule, create_optimizer  # noqa: E402
 from keras_transformer.tokenizer import SubwordTokenizer  # noqa: E402
+from keras_transformer.translator import Translator, export_saved_model  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
     "PRESETS",
     "SubwordTokenizer",
+    "Translator",
     "LabelSmoothedCrossEntropy",
     "MaskedAccuracy",
     "Transformer",
     "TransformerConfig",
     "TransformerSchedule",
+    "beam_search",
     "build_transformer",
     "create_optimizer",
     "data",
+    "export_saved_model",
+    "greedy_search",
     "layers",
     "masked_accuracy",
 ]

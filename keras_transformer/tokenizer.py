@@ -138,14 +138,15 @@ class SubwordTokenizer(tf.Module):
         return ids.to_tensor(PAD_ID) if padded else ids
 
     def detokenize(self, ids):
-        """Strings [B] from ids [B, T] (ragged or dense); pad, bos and eos ids are dropped and
-        the text stops at the first eos."""
+        """Strings [B] from ids [B, T] (ragged or dense); pad, bos and eos ids are dropped, the
+        text stops at the first eos, and byte pieces that do not form valid UTF-8 become U+FFFD."""
         if not isinstance(ids, tf.RaggedTensor):
             ids = tf.RaggedTensor.from_tensor(ids)
         ids = tf.cast(ids, tf.int32)
         before_eos = tf.math.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=1) == 0
         keep = before_eos & (ids != PAD_ID) & (ids != BOS_ID)
-        return self._sentencepiece.detokenize(tf.ragged.boolean_mask(ids, keep))
+        text = self._sentencepiece.detokenize(tf.ragged.boolean_mask(ids, keep))
+        return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
 
     def id_to_piece(self, token_id):
         return self._processor.id_to_piece(int(token_id))

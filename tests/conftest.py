@@ -45,3 +45,39 @@ def tokenizer(tmp_path_factory):
     texts = [side for pair in synthetic_pairs(400) for side in pair]
     path = tmp_path_factory.mktemp("tokenizer") / "shared.model"
     return SubwordTokenizer.train(texts, vocab_size=400, path=path)
+
+
+GERMAN_NUMBERS = "null eins zwei drei vier fünf sechs sieben acht neun".split()
+ENGLISH_NUMBERS = "zero one two three four five six seven eight nine".split()
+
+
+def number_pairs(n, seed):
+    """A synthetic translation task: German number words to English ones, 2 to 6 words."""
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for _ in range(n):
+        digits = rng.integers(0, 10, rng.integers(2, 7))
+        pairs.append((" ".join(GERMAN_NUMBERS[d] for d in digits), " ".join(ENGLISH_NUMBERS[d] for d in digits)))
+    return pairs
+
+
+@pytest.fixture(scope="session")
+def number_translator(tmp_path_factory):
+    """A tiny model trained (1000 steps, ~35 s on 2 cores) until it translates the task exactly,
+    with its tokenizer and 20 held-out pairs."""
+    import keras_transformer as kt
+    from keras_transformer.data import Corpus, make_batches
+
+    keras.utils.set_random_seed(0)
+    train = number_pairs(4000, seed=0)
+    path = tmp_path_factory.mktemp("numbers") / "tokenizer.model"
+    tokenizer = kt.SubwordTokenizer.train([side for pair in train for side in pair], 400, path)
+    config = kt.TransformerConfig.preset(
+        "tiny", vocab_size=tokenizer.vocab_size, dropout=0.0, warmup_steps=100, max_length=32
+    )
+    model = kt.build_transformer(config)
+    model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
+    batches = make_batches(Corpus(train).dataset(), tokenizer, 512, 16, repeat=True, seed=0)
+    model.fit(batches, steps_per_epoch=100, epochs=10, shuffle=False, verbose=0)
+    held_out = [pair for pair in number_pairs(40, seed=99) if pair not in train][:20]
+    return model, tokenizer, held_out

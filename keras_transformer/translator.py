@@ -1,0 +1,117 @@
+"""Strings in, translations out: the model, its tokenizer and beam search (§6.1) as one
+`tf.Module`, exported in the layout TensorFlow Serving loads.
+
+The `translate` signature takes a batch of strings [B] and returns dense tensors with a
+batch dimension: `translation` [B] string, `score` [B] float32 (log-probability over the
+length penalty), `tokens` [B, L] int32 (0 after eos). It uses only core TensorFlow and
+tensorflow-text ops, which the model server links.
+"""
+
+import os
+import pathlib
+import shutil
+import tempfile
+import types
+
+import tensorflow as tf
+
+from keras_transformer.decoding import beam_ids
+from keras_transformer.tokenizer import EOS_ID
+
+WARMUP_SENTENCES = ("Guten Morgen.", "Das ist ein Test.", "")
+WARMUP_FILE = pathlib.PurePath("assets.extra", "tf_serving_warmup_requests")
+
+
+class Translator(tf.Module):
+    """`translate(sentences)` for a trained model and its SubwordTokenizer.
+
+    Source sentences longer than `max_source_length` subword tokens (default: the model's
+    `config.max_length`, eos included) are truncated to it; each translation is at most
+    source length + `extra_length` tokens (§6.1). `beam_size=1` is greedy search.
+    """
+
+    def __init__(self, model, tokenizer, beam_size=4, alpha=0.6, extra_length=50, max_source_length=None, name="translator"):
+        super().__init__(name=name)
+        if tokenizer.vocab_size != model.config.vocab_size:
+            raise ValueError(
+                f"the tokenizer has {tokenizer.vocab_size} pieces but the model's vocab_size is "
+                f"{model.config.vocab_size}; use the tokenizer the model was trained with"
+            )
+        # Keras 3 variables wrap tf.Variables. The SavedModel must track the wrapped ones: tracked
+        # through the Keras model, the wrappers are saved as copies that the graph never reads,
+        # and TensorFlow Serving's session loader fails with "Could not find variable ...".
+        self._keras = types.SimpleNamespace(model=model)  # not part of the object graph
+        self.model_variables = [variable.value for variable in model.variables]
+        self.tokenizer = tokenizer
+        self.beam_size = beam_size
+        self.alpha = alpha
+        self.extra_length = extra_length
+        self.max_source_length = max_source_length or model.config.max_length
+        self.translate = tf.function(
+            self._translate, input_signature=[tf.TensorSpec([None], tf.string, name="sentences")]
+        )
+
+    @property
+    def model(self):
+        return self._keras.model
+
+    def source_ids(self, sentences):
+        """Subword ids of `sentences` with eos, truncated to max_source_length, padded [B, S]."""
+        pieces = self.tokenizer.tokenize(sentences)[:, : self.max_source_length - 1]
+        eos = tf.fill([pieces.nrows(), 1], EOS_ID)
+        return tf.concat([pieces, eos], axis=1).to_tensor()
+
+    def _translate(self, sentences):
+        source = self.source_ids(sentences)
+        ids, scores = beam_ids(
+            self.model, source, self.beam_size, self.alpha, max_length=None, extra_length=self.extra_length
+        )
+        tokens = ids[:, 0]
+        return {"translation": self.tokenizer.detokenize(tokens), "score": scores[:, 0], "tokens": tokens}
+
+
+def export_saved_model(translator, base_dir, version=None):
+    """Writes `translator` as `base_dir/<version>/`, the layout TensorFlow Serving watches.
+
+    `version` defaults to the next integer after the existing ones. The SavedModel (with the
+    tokenizer's model inside, `serving_default` = `translate`) and warm-up requests in
+    `assets.extra/tf_serving_warmup_requests` are written to a temporary directory that is
+    renamed into place, so the server never sees a half-written version; an existing version
+    is never overwritten. Returns the version directory.
+    """
+    base_dir = pathlib.Path(base_dir)
+    base_dir.mkdir(parents=True, exist_ok=True)
+    existing = [int(p.name) for p in base_dir.iterdir() if p.is_dir() and p.name.isdigit()]
+    version = max(existing, default=0) + 1 if version is None else int(version)
+    target = base_dir / str(version)
+    if target.exists():
+        raise FileExistsError(f"{target} already exists; a served version is never overwritten")
+    staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{version}-", dir=base_dir))
+    try:
+        tf.saved_model.save(translator, str(staging), signatures={"serving_default": translator.translate})
+        write_warmup_requests(staging / WARMUP_FILE, base_dir.name)
+        staging.chmod(0o755)  # mkdtemp's 0700 would hide the model from a server run as another user
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def write_warmup_requests(path, model_name, sentences=WARMUP_SENTENCES):
+    """TensorFlow Serving's warm-up file: PredictionLog records the server replays on load."""
+    try:
+        from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+    except ImportError as error:
+        raise ImportError(
+            "writing TensorFlow Serving warm-up requests needs tensorflow-serving-api: "
+            "pip install 'keras-transformer[serving]'"
+        ) from error
+    path.parent.mkdir(parents=True, exist_ok=True)
+    request = predict_pb2.PredictRequest(
+        model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serving_default")
+    )
+    request.inputs["sentences"].CopyFrom(tf.make_tensor_proto(list(sentences), dtype=tf.string))
+    record = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        writer.write(record.SerializeToString())

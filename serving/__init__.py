@@ -1,0 +1,1 @@
+"""Programs around the exported model: export it, and translate with it."""

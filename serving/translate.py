@@ -1,0 +1,50 @@
+"""Translate with an exported SavedModel, loaded with only tensorflow and tensorflow_text.
+
+    python -m serving.translate --model exports/transformer "Guten Morgen."
+    echo "Guten Morgen." | python -m serving.translate --model exports/transformer
+"""
+
+import argparse
+import pathlib
+import sys
+
+
+def latest_version(model_dir):
+    """`model_dir` itself if it holds a SavedModel, else its highest numbered version."""
+    model_dir = pathlib.Path(model_dir)
+    if (model_dir / "saved_model.pb").is_file():
+        return model_dir
+    versions = sorted((int(p.name), p) for p in model_dir.glob("*") if p.name.isdigit() and p.is_dir())
+    if not versions:
+        raise FileNotFoundError(f"{model_dir} holds no SavedModel and no numbered version directory")
+    return versions[-1][1]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m serving.translate",
+        description="Translate sentences with an exported model (its serving_default signature).",
+    )
+    parser.add_argument("--model", type=pathlib.Path, required=True,
+                        help="a version directory, or a model base directory (its highest version is used)")
+    parser.add_argument("--scores", action="store_true", help="print each translation's score before it")
+    parser.add_argument("sentences", nargs="*", help="sentences to translate (default: one per line on stdin)")
+    args = parser.parse_args(argv)
+    sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
+    try:
+        version_dir = latest_version(args.model)
+    except FileNotFoundError as error:
+        parser.exit(1, f"error: {error}\n")
+
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops the graph uses)
+
+    translate = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
+    outputs = translate(sentences=tf.constant(sentences, tf.string))
+    for text, score in zip(outputs["translation"].numpy(), outputs["score"].numpy()):
+        line = text.decode("utf-8")
+        print(f"{score:.4f}\t{line}" if args.scores else line)
+
+
+if __name__ == "__main__":
+    main()

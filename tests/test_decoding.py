@@ -1,0 +1,142 @@
+"""§6.1 decoding: greedy and beam search with the incremental cache."""
+
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_transformer as kt
+from conftest import random_ids
+from keras_transformer.decoding import beam_decode, greedy_decode, length_penalty
+
+EOS = 3
+
+
+def source_batch(tokenizer, sentences):
+    ids = tokenizer.tokenize(tf.constant(sentences))
+    return tf.concat([ids, tf.fill([ids.nrows(), 1], EOS)], axis=1).to_tensor().numpy()
+
+
+def strip(ids):
+    """Tokens up to and including eos."""
+    ids = list(ids)
+    return ids[: ids.index(EOS) + 1] if EOS in ids else [t for t in ids if t]
+
+
+def test_cached_greedy_equals_uncached(number_translator):
+    model, tokenizer, pairs = number_translator
+    source = source_batch(tokenizer, [de for de, _ in pairs[:8]])
+    cached = kt.greedy_search(model, source).numpy()
+    assert all(len(strip(row)) > 3 for row in cached)  # real translations, not an early eos
+    np.testing.assert_array_equal(cached, kt.greedy_search(model, source, use_cache=False).numpy())
+    random_model = kt.build_transformer(kt.TransformerConfig.preset("tiny", vocab_size=50))
+    random_source = random_ids(np.random.default_rng(0), 3, 6, 50)
+    np.testing.assert_array_equal(
+        kt.greedy_search(random_model, random_source, max_length=12),
+        kt.greedy_search(random_model, random_source, max_length=12, use_cache=False),
+    )
+
+
+def test_greedy_translates_the_task(number_translator):
+    model, tokenizer, pairs = number_translator
+    ids = kt.greedy_search(model, source_batch(tokenizer, [de for de, _ in pairs]))
+    assert [t.decode() for t in tokenizer.detokenize(ids).numpy()] == [en for _, en in pairs]
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_beam_size_one_is_greedy(number_translator, alpha):
+    model, tokenizer, pairs = number_translator
+    source = source_batch(tokenizer, [de for de, _ in pairs[:6]])
+    ids, _ = kt.beam_search(model, source, beam_size=1, alpha=alpha)
+    np.testing.assert_array_equal(ids[:, 0], kt.greedy_search(model, source))
+
+
+def test_beam_scores_are_the_models_log_probability_over_the_penalty(number_translator):
+    model, tokenizer, pairs = number_translator
+    source = source_batch(tokenizer, [de for de, _ in pairs[:3]])
+    ids, scores = kt.beam_search(model, source, beam_size=4, alpha=0.6)
+    ids, scores = ids.numpy(), scores.numpy()
+    assert np.all(np.diff(scores, axis=1) <= 1e-6)  # best first
+    for b in range(3):
+        for k in range(4):
+            hypothesis = strip(ids[b, k])
+            target_in = np.array([[2] + hypothesis[:-1]], "int32")
+            log_probs = tf.nn.log_softmax(model({"source": source[b:b + 1], "target": target_in}))[0].numpy()
+            total = sum(log_probs[i, token] for i, token in enumerate(hypothesis))
+            expected = total / float(length_penalty(len(hypothesis), 0.6))
+            assert scores[b, k] == pytest.approx(expected, abs=1e-3)
+
+
+def test_padding_in_the_batch_does_not_change_a_translation(number_translator):
+    model, tokenizer, pairs = number_translator
+    alone = kt.beam_search(model, source_batch(tokenizer, [pairs[0][0]]))[0].numpy()[0, 0]
+    batch = source_batch(tokenizer, [pairs[0][0], pairs[1][0] + " " + pairs[2][0]])
+    together = kt.beam_search(model, batch)[0].numpy()[0, 0]
+    assert strip(alone) == strip(together)
+
+
+def markov_step(table):
+    """A toy decoder: log-probabilities depend on the position and the previous token only."""
+    table = tf.constant(table, tf.float32)
+
+    def step(tokens, state, t):
+        return tf.nn.log_softmax(tf.gather(table[t], tokens)), state
+
+    return step
+
+
+def brute_force_best(table, limit, alpha):
+    """The highest log P(Y) / lp(Y) over every output of at most `limit` tokens."""
+    vocab = table.shape[-1]
+    log_probs = table - np.log(np.exp(table).sum(-1, keepdims=True))
+    best, best_tokens = -np.inf, None
+    allowed = [v for v in range(vocab) if v not in (0, 2)]
+    for length in range(1, limit + 1):
+        for tokens in itertools.product(allowed, repeat=length):
+            if EOS in tokens[:-1] or (tokens[-1] != EOS and length < limit):
+                continue
+            previous = (2,) + tokens[:-1]
+            total = sum(log_probs[t, p, y] for t, (p, y) in enumerate(zip(previous, tokens)))
+            score = total / ((5 + length) / 6) ** alpha
+            if score > best:
+                best, best_tokens = score, list(tokens)
+    return best, best_tokens
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_beam_search_finds_the_best_hypothesis_by_brute_force(seed):
+    limit, vocab, alpha = 4, 6, 0.6
+    table = np.random.default_rng(seed).normal(scale=2.0, size=(limit, vocab, vocab))
+    best, best_tokens = brute_force_best(table, limit, alpha)
+    # 4 allowed tokens (no pad, no bos): a beam of 4^3 never prunes a prefix.
+    ids, scores = beam_decode(markov_step(table), [], 1, tf.constant([limit]), limit, beam_size=64, alpha=alpha)
+    assert strip(ids.numpy()[0, 0]) == best_tokens
+    assert float(scores[0, 0]) == pytest.approx(best, abs=1e-4)
+
+
+def test_each_sentence_stops_at_its_own_bound():
+    table = np.zeros((20, 6, 6))
+    table[:, :, EOS] = -30.0  # eos is (almost) never chosen
+    limits = tf.constant([3, 7])
+    tokens, _ = greedy_decode(markov_step(table), [], 2, limits, 20)
+    assert [len(strip(row)) for row in tokens.numpy()] == [3, 7]
+    ids, _ = beam_decode(markov_step(table), [], 2, limits, 20, beam_size=3, alpha=0.6)
+    assert [len(strip(row)) for row in ids.numpy()[:, 0]] == [3, 7]
+
+
+def test_output_is_bounded_by_source_length_plus_extra():
+    model = kt.build_transformer(kt.TransformerConfig.preset("tiny", vocab_size=40))
+    source = random_ids(np.random.default_rng(1), 2, 5, 40)
+    source[1, 3:] = 0
+    ids = kt.greedy_search(model, source, extra_length=4).numpy()
+    assert ids.shape[1] == 5 + 4
+    assert len(strip(ids[1])) <= 3 + 4
+    assert kt.beam_search(model, source, extra_length=4)[0].shape[-1] == 9
+
+
+def test_decoding_compiles_with_xla(number_translator):
+    model, tokenizer, pairs = number_translator
+    source = source_batch(tokenizer, [de for de, _ in pairs[:4]])
+    compiled = kt.greedy_search(model, source, max_length=16, jit_compile=True)
+    np.testing.assert_array_equal(compiled, kt.greedy_search(model, source, max_length=16))

@@ -1,0 +1,171 @@
+"""The SavedModel with its translate signature, as TensorFlow Serving would load it."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_transformer as kt
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def run_python(*args, stdin=None):
+    completed = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=300, cwd=REPO, input=stdin
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed.stdout
+
+
+@pytest.fixture(scope="module")
+def exported(number_translator, tmp_path_factory):
+    model, tokenizer, pairs = number_translator
+    base = tmp_path_factory.mktemp("exports") / "numbers"
+    return kt.export_saved_model(kt.Translator(model, tokenizer), base), pairs
+
+
+def test_translates_exactly_from_a_fresh_process(exported):
+    version_dir, pairs = exported
+    assert version_dir.name == "1"
+    out = run_python("-m", "serving.translate", "--model", str(version_dir.parent), *[de for de, _ in pairs])
+    assert out.splitlines() == [en for _, en in pairs]
+    piped = run_python("-m", "serving.translate", "--model", str(version_dir), stdin=pairs[0][0] + "\n")
+    assert piped.splitlines() == [pairs[0][1]]
+
+
+OP_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow.python.framework import op_def_registry
+    import tensorflow as tf
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString(open(sys.argv[1] + "/saved_model.pb", "rb").read())
+    graph = proto.meta_graphs[0].graph_def
+    used = {node.op for node in graph.node}
+    for function in graph.library.function:
+        used |= {node.op for node in function.node_def}
+    functions = {function.signature.name for function in graph.library.function}
+    used -= functions  # calls of the graph's own functions
+    core = {op for op in used if op_def_registry.get(op) is not None}
+    import tensorflow_text  # noqa: F401  (registers its ops)
+    text = {op for op in used - core if op_def_registry.get(op) is not None}
+    print(json.dumps({"used": sorted(used), "core": sorted(core), "text": sorted(text)}))
+    """
+)
+
+
+def test_graph_uses_only_core_and_tensorflow_text_ops(exported):
+    version_dir, _ = exported
+    ops = json.loads(run_python("-c", OP_SCRIPT, str(version_dir)).splitlines()[-1])
+    unknown = set(ops["used"]) - set(ops["core"]) - set(ops["text"])
+    assert not unknown, f"ops neither core TensorFlow nor tensorflow-text: {unknown}"
+    assert not [op for op in ops["used"] if op.startswith("Xla") or "PyFunc" in op]
+    assert {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"} <= set(ops["text"])
+
+
+def test_signature_outputs_are_dense_with_a_batch_dimension(exported):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    version_dir, _ = exported
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((version_dir / "saved_model.pb").read_bytes())
+    signature = proto.meta_graphs[0].signature_def["serving_default"]
+    assert list(signature.inputs) == ["sentences"]
+    expected = {"translation": tf.string, "score": tf.float32, "tokens": tf.int32}
+    assert set(signature.outputs) == set(expected)
+    for name, info in signature.outputs.items():
+        assert info.dtype == expected[name].as_datatype_enum, name  # not DT_INVALID (ragged)
+        dims = [d.size for d in info.tensor_shape.dim]
+        assert dims and dims[0] == -1, (name, dims)
+
+
+def test_saved_model_cli_runs_the_signature(exported):
+    version_dir, _ = exported
+    out = run_python(
+        "-c",
+        "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
+        "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()",
+        "run", "--dir", str(version_dir), "--tag_set", "serve", "--signature_def", "serving_default",
+        "--input_exprs", 'sentences=["drei eins vier"]',
+    )
+    assert "three one four" in out
+
+
+def test_warmup_records_are_prediction_logs_the_model_answers(exported):
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    version_dir, _ = exported
+    path = version_dir / "assets.extra" / "tf_serving_warmup_requests"
+    records = [prediction_log_pb2.PredictionLog.FromString(r.numpy()) for r in tf.data.TFRecordDataset(str(path))]
+    assert records and all(r.HasField("predict_log") for r in records)
+    translate = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
+    for record in records:
+        request = record.predict_log.request
+        assert request.model_spec.signature_name == "serving_default"
+        inputs = {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
+        outputs = translate(**{name: tf.constant(value) for name, value in inputs.items()})
+        assert outputs["translation"].shape[0] == len(inputs["sentences"])
+
+
+def test_bad_input_never_errors_and_stays_bounded(exported, number_translator):
+    version_dir, _ = exported
+    translate = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
+    empty = translate(sentences=tf.constant([], tf.string))
+    assert empty["translation"].shape == (0,) and empty["score"].shape == (0,)
+    inputs = [b"", b"   ", "zwei " .encode() * 2000, b"drei \xff\xfe vier", "😀👍🏽 日本語 Привет".encode(), b"eins"]
+    outputs = translate(sentences=tf.constant(inputs))
+    assert outputs["translation"].shape == (len(inputs),) and outputs["score"].shape == (len(inputs),)
+    assert np.all(np.isfinite(outputs["score"].numpy()))
+    for text in outputs["translation"].numpy():
+        text.decode("utf-8")  # always valid UTF-8
+    model = number_translator[0]
+    # The 10,000-character source is truncated to max_length tokens; outputs stay within it.
+    assert outputs["tokens"].shape[1] <= model.config.max_length
+
+
+def test_export_is_atomic_and_never_overwrites(number_translator, tmp_path, monkeypatch):
+    model, tokenizer, _ = number_translator
+    translator = kt.Translator(model, tokenizer, beam_size=1)
+    assert kt.export_saved_model(translator, tmp_path / "m").name == "1"
+    assert kt.export_saved_model(translator, tmp_path / "m").name == "2"
+    assert kt.export_saved_model(translator, tmp_path / "m", version=7).name == "7"
+    with pytest.raises(FileExistsError, match="7 already exists; a served version is never overwritten"):
+        kt.export_saved_model(translator, tmp_path / "m", version=7)
+
+    def failing_save(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(tf.saved_model, "save", failing_save)
+    with pytest.raises(RuntimeError, match="disk full"):
+        kt.export_saved_model(translator, tmp_path / "m")
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["1", "2", "7"]  # nothing half-written
+    assert oct((tmp_path / "m" / "1").stat().st_mode & 0o777) == "0o755"
+
+
+def test_export_program(number_translator, tmp_path):
+    model, tokenizer, pairs = number_translator
+    model.save(tmp_path / "model.keras")
+    tokenizer.save(tmp_path / "tokenizer.model")
+    assert "--checkpoint" in run_python("-m", "serving.export", "--help")
+    assert "--model" in run_python("-m", "serving.translate", "--help")
+    out = run_python("-m", "serving.export", "--checkpoint", str(tmp_path / "model.keras"),
+                     "--out", str(tmp_path / "exports" / "numbers"), "--beam-size", "2")
+    assert out.strip().endswith(str(tmp_path / "exports" / "numbers" / "1"))
+    again = subprocess.run(
+        [sys.executable, "-m", "serving.export", "--checkpoint", str(tmp_path / "model.keras"),
+         "--out", str(tmp_path / "exports" / "numbers"), "--version", "1"],
+        capture_output=True, text=True, cwd=REPO, timeout=300,
+    )
+    assert again.returncode == 1 and "already exists" in again.stderr
+
+
+def test_translator_refuses_a_mismatched_tokenizer(number_translator):
+    model = kt.build_transformer(kt.TransformerConfig.preset("tiny", vocab_size=1000))
+    with pytest.raises(ValueError, match="the tokenizer has .* pieces but the model's vocab_size is"):
+        kt.Translator(model, number_translator[1])
