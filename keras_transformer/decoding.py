@@ -6,7 +6,6 @@ when `max_length` is given). Outputs stop at eos; a sentence also stops at its o
 source length + `extra_length` (the paper's +50), and at `max_length`.
 """
 
-import functools
 import weakref
 
 import tensorflow as tf
@@ -51,15 +50,17 @@ def model_step_function(model, memory, source_mask, max_length):
     return step, state
 
 
-def _bounds(source_ids, max_length, extra_length, model):
-    """Static loop length L and each sentence's own bound min(source length + extra, L)."""
+def _prepare(model, source_ids, max_length, extra_length):
+    """int32 source ids, the batch size, the loop length L and each sentence's own bound
+    min(source length + extra_length, L)."""
+    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)
     if max_length is None:
         max_length = tf.minimum(tf.shape(source_ids)[1] + extra_length, model.config.max_length)
     else:  # a Python int keeps the buffers' shapes static
         max_length = min(max_length, model.config.max_length)
     limits = tf.minimum(source_lengths + extra_length, max_length)
-    return max_length, limits
+    return source_ids, _batch_size(source_ids), max_length, limits
 
 
 def _without_pad_and_bos(log_probs):
@@ -112,15 +113,18 @@ def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha):
     """Beam search over `step` (§6.1): GNMT length penalty, early termination.
 
     `state` holds tensors whose leading dimension is batch_size * beam_size (the beams of one
-    sentence adjacent). Each step ranks the 2K best extensions of the K alive hypotheses: one
-    ending in eos (or at the sentence's bound) among the first K is finished, scored
-    log P(Y) / lp(Y); the K best others stay alive. A sentence ends when it has K finished
-    hypotheses, so beam size 1 is greedy search. Returns the n-best ids [B, K, L] (0 after eos)
-    and their scores [B, K], best first.
+    sentence adjacent). Each step ranks the 2K best extensions of the K alive hypotheses; those
+    ending in eos (or at the sentence's bound) join the finished ones, scored log P(Y) / lp(Y),
+    and the K best others stay alive. A sentence ends (early termination) once it has K finished
+    hypotheses and no alive one can beat the K-th: log-probabilities only fall and lp only
+    grows, so the best an alive hypothesis can reach is its log P over lp(bound).
+    Beam size 1 is greedy search: only the best extension can finish, and the first finished
+    hypothesis ends the sentence. Returns the n-best ids [B, K, L] (0 after eos) and their
+    scores [B, K], best first.
     """
     k = beam_size
     first_rows = tf.range(batch_size)[:, None] * k  # state row of each sentence's first beam
-    top_k_ranks = tf.range(2 * k)[None, :] < k
+    may_finish = tf.range(2 * k)[None, :] < (1 if k == 1 else 2 * k)
 
     def body(t, last, alive_tokens, alive_log_probs, finished_tokens, finished_scores, done, state):
         log_probs, state = step(tf.reshape(last, [-1]), state, t)
@@ -133,7 +137,7 @@ def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha):
 
         reachable = top_scores > NEG_INF / 2  # not an extension of an empty beam
         ending = reachable & ((tokens == EOS_ID) | (t + 1 >= limits)[:, None])
-        finishing = ending & top_k_ranks & ~done[:, None]
+        finishing = ending & may_finish & ~done[:, None]
         ended_scores = tf.where(finishing, top_scores / length_penalty(t + 1, alpha), NEG_INF)
         finished_scores, chosen = tf.math.top_k(tf.concat([finished_scores, ended_scores], 1), k)
         finished_tokens = tf.gather(tf.concat([finished_tokens, sequences], 1), chosen, batch_dims=1)
@@ -143,7 +147,9 @@ def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha):
         last = tf.gather(tokens, survivors, batch_dims=1)
         rows = tf.reshape(tf.gather(parents, survivors, batch_dims=1) + first_rows, [-1])
         state = tf.nest.map_structure(lambda s: tf.gather(s, rows), state)
-        done |= (finished_scores[:, -1] > NEG_INF / 2) | (alive_log_probs[:, 0] <= NEG_INF / 2)
+        full = finished_scores[:, -1] > NEG_INF / 2
+        can_improve = alive_log_probs[:, 0] / length_penalty(limits, alpha) > finished_scores[:, -1]
+        done |= (full & ~can_improve if k > 1 else full) | (alive_log_probs[:, 0] <= NEG_INF / 2)
         return t + 1, last, alive_tokens, alive_log_probs, finished_tokens, finished_scores, done, state
 
     def cond(t, *loop_state):
@@ -165,9 +171,7 @@ def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha):
 
 
 def _greedy(model, source_ids, max_length, extra_length, use_cache):
-    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-    batch_size = _batch_size(source_ids)
-    max_length, limits = _bounds(source_ids, max_length, extra_length, model)
+    source_ids, batch_size, max_length, limits = _prepare(model, source_ids, max_length, extra_length)
     if use_cache:
         memory, source_mask = encode(model, source_ids)
         step, state = model_step_function(model, memory, source_mask, max_length)
@@ -190,9 +194,7 @@ def _recomputing_step(model, source_ids, batch_size, max_length):
 
 def beam_ids(model, source_ids, beam_size, alpha, max_length, extra_length):
     """beam_search without its own tf.function, for use inside another (the Translator)."""
-    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-    batch_size = _batch_size(source_ids)
-    max_length, limits = _bounds(source_ids, max_length, extra_length, model)
+    source_ids, batch_size, max_length, limits = _prepare(model, source_ids, max_length, extra_length)
     memory, source_mask = encode(model, source_ids)
     tiled = [tf.repeat(x, beam_size, axis=0) for x in (memory, source_mask)]
     step, state = model_step_function(model, *tiled, max_length)
@@ -200,13 +202,17 @@ def beam_ids(model, source_ids, beam_size, alpha, max_length, extra_length):
 
 
 def _compiled(model, function, jit_compile, **settings):
-    """One tf.function per model and settings, traced once and reused."""
+    """One tf.function per model and settings, traced once and reused. It holds the model
+    weakly, so the cache never keeps a model alive."""
     per_model = _COMPILED.setdefault(model, {})
     key = (function.__name__, jit_compile, tuple(sorted(settings.items())))
     if key not in per_model:
-        per_model[key] = tf.function(
-            functools.partial(function, model, **settings), jit_compile=jit_compile, reduce_retracing=True
-        )
+        model_ref = weakref.ref(model)
+
+        def decode(source_ids, max_length):
+            return function(model_ref(), source_ids, max_length=max_length, **settings)
+
+        per_model[key] = tf.function(decode, jit_compile=jit_compile, reduce_retracing=True)
     return per_model[key]
 
 

@@ -40,13 +40,19 @@ class Translator(tf.Module):
         # Keras 3 variables wrap tf.Variables. The SavedModel must track the wrapped ones: tracked
         # through the Keras model, the wrappers are saved as copies that the graph never reads,
         # and TensorFlow Serving's session loader fails with "Could not find variable ...".
+        max_source_length = max_source_length or model.config.max_length
+        if not 1 < max_source_length <= model.config.max_length:
+            raise ValueError(
+                f"max_source_length must be in 2..config.max_length={model.config.max_length}, "
+                f"got {max_source_length}"
+            )
         self._keras = types.SimpleNamespace(model=model)  # not part of the object graph
         self.model_variables = [variable.value for variable in model.variables]
         self.tokenizer = tokenizer
         self.beam_size = beam_size
         self.alpha = alpha
         self.extra_length = extra_length
-        self.max_source_length = max_source_length or model.config.max_length
+        self.max_source_length = max_source_length
         self.translate = tf.function(
             self._translate, input_signature=[tf.TensorSpec([None], tf.string, name="sentences")]
         )
@@ -91,7 +97,10 @@ def export_saved_model(translator, base_dir, version=None):
         tf.saved_model.save(translator, str(staging), signatures={"serving_default": translator.translate})
         write_warmup_requests(staging / WARMUP_FILE, base_dir.name)
         staging.chmod(0o755)  # mkdtemp's 0700 would hide the model from a server run as another user
-        os.rename(staging, target)
+        try:
+            os.rename(staging, target)
+        except OSError as error:  # another export took this version meanwhile
+            raise FileExistsError(f"{target} already exists; a served version is never overwritten") from error
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -13,9 +13,9 @@ from keras_transformer.decoding import beam_decode, greedy_decode, length_penalt
 EOS = 3
 
 
-def source_batch(tokenizer, sentences):
-    ids = tokenizer.tokenize(tf.constant(sentences))
-    return tf.concat([ids, tf.fill([ids.nrows(), 1], EOS)], axis=1).to_tensor().numpy()
+def source_batch(tokenizer, sentences, model=None):
+    model = model or kt.build_transformer(kt.TransformerConfig.preset("tiny", vocab_size=tokenizer.vocab_size))
+    return kt.Translator(model, tokenizer).source_ids(tf.constant(sentences)).numpy()
 
 
 def strip(ids):
@@ -50,6 +50,10 @@ def test_beam_size_one_is_greedy(number_translator, alpha):
     source = source_batch(tokenizer, [de for de, _ in pairs[:6]])
     ids, _ = kt.beam_search(model, source, beam_size=1, alpha=alpha)
     np.testing.assert_array_equal(ids[:, 0], kt.greedy_search(model, source))
+    random_model = kt.build_transformer(kt.TransformerConfig.preset("tiny", vocab_size=30))
+    random_source = random_ids(np.random.default_rng(2), 4, 6, 30)
+    ids, _ = kt.beam_search(random_model, random_source, beam_size=1, alpha=alpha, max_length=10)
+    np.testing.assert_array_equal(ids[:, 0], kt.greedy_search(random_model, random_source, max_length=10))
 
 
 def test_beam_scores_are_the_models_log_probability_over_the_penalty(number_translator):
@@ -115,6 +119,19 @@ def test_beam_search_finds_the_best_hypothesis_by_brute_force(seed):
     assert float(scores[0, 0]) == pytest.approx(best, abs=1e-4)
 
 
+def test_early_termination_never_cuts_a_better_alive_hypothesis():
+    """[eos] finishes first, but the longer [a c eos] scores higher under the length penalty."""
+    limit, vocab = 6, 6
+    table = np.full((limit, vocab, vocab), -50.0)
+    table[0, 2, [1, 3, 4]] = np.log([0.5, 0.3, 0.2])  # bos -> a .5, eos .3, b .2
+    table[1, 1, [3, 5]] = np.log([0.5, 0.5 - 1e-6])     # a -> eos, c
+    table[1, 4, [3, 5]] = np.log([0.5, 0.5])            # b -> eos, c
+    table[2:, :, 3] = np.log(1 - 1e-6)                  # then eos
+    ids, scores = beam_decode(markov_step(table), [], 1, tf.constant([limit]), limit, beam_size=2, alpha=0.6)
+    assert strip(ids.numpy()[0, 0]) == [1, 5, 3]
+    assert float(scores[0, 0]) == pytest.approx(brute_force_best(table, limit, 0.6)[0], abs=1e-4)
+
+
 def test_each_sentence_stops_at_its_own_bound():
     table = np.zeros((20, 6, 6))
     table[:, :, EOS] = -30.0  # eos is (almost) never chosen
@@ -140,3 +157,7 @@ def test_decoding_compiles_with_xla(number_translator):
     source = source_batch(tokenizer, [de for de, _ in pairs[:4]])
     compiled = kt.greedy_search(model, source, max_length=16, jit_compile=True)
     np.testing.assert_array_equal(compiled, kt.greedy_search(model, source, max_length=16))
+    ids, scores = kt.beam_search(model, source, max_length=16, jit_compile=True)
+    expected_ids, expected_scores = kt.beam_search(model, source, max_length=16)
+    np.testing.assert_array_equal(ids[:, 0], expected_ids[:, 0])
+    np.testing.assert_allclose(scores, expected_scores, atol=1e-4)

@@ -14,9 +14,9 @@ import keras_transformer as kt
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 
-def run_python(*args, stdin=None):
+def run_python(*args, stdin=None, cwd=REPO):
     completed = subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, timeout=300, cwd=REPO, input=stdin
+        [sys.executable, *args], capture_output=True, text=True, timeout=300, cwd=cwd, input=stdin
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     return completed.stdout
@@ -29,10 +29,23 @@ def exported(number_translator, tmp_path_factory):
     return kt.export_saved_model(kt.Translator(model, tokenizer), base), pairs
 
 
-def test_translates_exactly_from_a_fresh_process(exported):
+# serving.translate must load the model with tensorflow and tensorflow_text alone.
+WITHOUT_PACKAGE = textwrap.dedent(
+    """
+    import runpy, sys
+    sys.path.insert(0, sys.argv.pop(1))
+    sys.argv[0] = "serving.translate"
+    runpy.run_module("serving.translate", run_name="__main__")
+    assert "keras_transformer" not in sys.modules, "serving.translate imported keras_transformer"
+    """
+)
+
+
+def test_translates_exactly_from_a_fresh_process(exported, tmp_path):
     version_dir, pairs = exported
     assert version_dir.name == "1"
-    out = run_python("-m", "serving.translate", "--model", str(version_dir.parent), *[de for de, _ in pairs])
+    out = run_python("-c", WITHOUT_PACKAGE, str(REPO), "--model", str(version_dir.parent),
+                     *[de for de, _ in pairs], cwd=tmp_path)
     assert out.splitlines() == [en for _, en in pairs]
     piped = run_python("-m", "serving.translate", "--model", str(version_dir), stdin=pairs[0][0] + "\n")
     assert piped.splitlines() == [pairs[0][1]]
@@ -124,9 +137,19 @@ def test_bad_input_never_errors_and_stays_bounded(exported, number_translator):
     assert np.all(np.isfinite(outputs["score"].numpy()))
     for text in outputs["translation"].numpy():
         text.decode("utf-8")  # always valid UTF-8
-    model = number_translator[0]
-    # The 10,000-character source is truncated to max_length tokens; outputs stay within it.
-    assert outputs["tokens"].shape[1] <= model.config.max_length
+
+
+def test_long_sources_are_truncated_and_outputs_bounded(number_translator):
+    model, tokenizer, _ = number_translator
+    translator = kt.Translator(model, tokenizer, beam_size=2, extra_length=3, max_source_length=8)
+    sentences = tf.constant(["zwei " * 2000, "drei vier", ""])
+    source = translator.source_ids(sentences).numpy()
+    assert source.shape == (3, 8) and source[0, -1] == 3  # 7 pieces, then eos
+    tokens = translator.translate(sentences)["tokens"].numpy()
+    for row, src in zip(tokens, source):
+        assert np.count_nonzero(row) <= np.count_nonzero(src) + 3
+    with pytest.raises(ValueError, match="max_source_length must be in 2..config.max_length=32, got 64"):
+        kt.Translator(model, tokenizer, max_source_length=64)
 
 
 def test_export_is_atomic_and_never_overwrites(number_translator, tmp_path, monkeypatch):
