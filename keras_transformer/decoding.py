@@ -1,8 +1,8 @@
 """Greedy and beam search, §6.1, run in the TensorFlow graph with the incremental cache.
 
 The encoder runs once; the decoder runs one position per step, reading and writing the
-preallocated cache of every self-attention layer (static shapes: the loop compiles with XLA
-when `max_length` is given). Outputs stop at eos; a sentence also stops at its own bound,
+preallocated cache of every self-attention layer. The loop compiles with XLA
+(`jit_compile=True`); an int `max_length` makes every shape static. Outputs stop at eos; a sentence also stops at its own bound,
 source length + `extra_length` (the paper's +50), and at `max_length`.
 """
 
