@@ -2,8 +2,6 @@
 
 import keras
 
-from keras_transformer.layers.attention import MultiHeadAttention
-from keras_transformer.layers.feed_forward import PositionwiseFeedForward
 from keras_transformer.layers.stack import Stack, SublayerConnections, layer_norm
 
 
@@ -25,24 +23,13 @@ class DecoderLayer(SublayerConnections):
 
     def __init__(self, num_heads, d_ff, *args, **kwargs):
         super().__init__(num_heads, d_ff, *args, **kwargs)
-        self.self_attention = MultiHeadAttention(
-            num_heads, self.key_dim, self.value_dim, self.attention_dropout,
-            dtype=self.dtype_policy, name="self_attention",
-        )
-        self.self_attention_norm = layer_norm(self, "self_attention_norm")
-        self.cross_attention = MultiHeadAttention(
-            num_heads, self.key_dim, self.value_dim, self.attention_dropout,
-            dtype=self.dtype_policy, name="cross_attention",
-        )
+        self.cross_attention = self.attention_sublayer("cross_attention")
         self.cross_attention_norm = layer_norm(self, "cross_attention_norm")
-        self.feed_forward = PositionwiseFeedForward(d_ff, dtype=self.dtype_policy, name="feed_forward")
-        self.feed_forward_norm = layer_norm(self, "feed_forward_norm")
 
     def build(self, inputs_shape, memory_shape=None):
-        self.self_attention.build(inputs_shape)
+        super().build(inputs_shape)
         self.cross_attention.build(inputs_shape, memory_shape or inputs_shape)
-        for layer in (self.self_attention_norm, self.cross_attention_norm, self.feed_forward, self.feed_forward_norm):
-            layer.build(inputs_shape)
+        self.cross_attention_norm.build(inputs_shape)
 
     def call(
         self,

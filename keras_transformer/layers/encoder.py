@@ -2,9 +2,7 @@
 
 import keras
 
-from keras_transformer.layers.attention import MultiHeadAttention
-from keras_transformer.layers.feed_forward import PositionwiseFeedForward
-from keras_transformer.layers.stack import Stack, SublayerConnections, layer_norm
+from keras_transformer.layers.stack import Stack, SublayerConnections
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -15,20 +13,6 @@ class EncoderLayer(SublayerConnections):
     Call with inputs [B, S, d_model] and an optional boolean `padding_mask` [B, S]
     (True = real token); returns [B, S, d_model].
     """
-
-    def __init__(self, num_heads, d_ff, *args, **kwargs):
-        super().__init__(num_heads, d_ff, *args, **kwargs)
-        self.self_attention = MultiHeadAttention(
-            num_heads, self.key_dim, self.value_dim, self.attention_dropout,
-            dtype=self.dtype_policy, name="self_attention",
-        )
-        self.self_attention_norm = layer_norm(self, "self_attention_norm")
-        self.feed_forward = PositionwiseFeedForward(d_ff, dtype=self.dtype_policy, name="feed_forward")
-        self.feed_forward_norm = layer_norm(self, "feed_forward_norm")
-
-    def build(self, inputs_shape):
-        for layer in (self.self_attention, self.self_attention_norm, self.feed_forward, self.feed_forward_norm):
-            layer.build(inputs_shape)
 
     def call(self, inputs, padding_mask=None, training=None):
         x = inputs

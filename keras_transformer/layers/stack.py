@@ -8,6 +8,8 @@ applied to the sums of embeddings and positional encodings (§5.4).
 
 import keras
 
+from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.feed_forward import PositionwiseFeedForward
 from keras_transformer.layers.positional import positional_layer
 
 LAYER_NORM_EPSILON = 1e-6
@@ -21,8 +23,9 @@ def layer_norm(parent, name):
 
 
 class SublayerConnections(keras.layers.Layer):
-    """Base of EncoderLayer and DecoderLayer: their hyper-parameters, one LayerNorm per
-    sub-layer, and the residual connection around each."""
+    """Base of EncoderLayer and DecoderLayer: their hyper-parameters, the sub-layers both have
+    (self-attention and the feed-forward network, each with its LayerNorm), and the residual
+    connection around every sub-layer."""
 
     def __init__(
         self,
@@ -46,6 +49,21 @@ class SublayerConnections(keras.layers.Layer):
         self.residual_dropout = keras.layers.Dropout(
             dropout, dtype=self.dtype_policy, name="residual_dropout"
         )
+        self.self_attention = self.attention_sublayer("self_attention")
+        self.self_attention_norm = layer_norm(self, "self_attention_norm")
+        self.feed_forward = PositionwiseFeedForward(d_ff, dtype=self.dtype_policy, name="feed_forward")
+        self.feed_forward_norm = layer_norm(self, "feed_forward_norm")
+
+    def attention_sublayer(self, name):
+        """A MultiHeadAttention with this layer's heads, sizes, dropout and dtype policy."""
+        return MultiHeadAttention(
+            self.num_heads, self.key_dim, self.value_dim, self.attention_dropout,
+            dtype=self.dtype_policy, name=name,
+        )
+
+    def build(self, inputs_shape):
+        for layer in (self.self_attention, self.self_attention_norm, self.feed_forward, self.feed_forward_norm):
+            layer.build(inputs_shape)
 
     def sublayer_input(self, x, norm):
         """What a sub-layer reads: x (post-norm) or LayerNorm(x) (pre-norm)."""
