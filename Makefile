@@ -1,11 +1,11 @@
-# `make test` and (later) `make demo` create .venv and install everything they need.
+# `make demo` and `make test` create .venv and install everything they need.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: test data venv clean
+.PHONY: demo test data venv clean
 
 venv: $(INSTALLED)
 
@@ -22,6 +22,20 @@ test: $(INSTALLED)
 # into ~/.cache/keras_transformer (or $$KERAS_TRANSFORMER_CACHE); never into the repository.
 data: $(INSTALLED)
 	$(BIN)/python -m keras_transformer.data.ding
+
+# The README's main job: fetch the Ding corpus, train the small preset on the CPU (bounded to
+# DEMO_MINUTES), print its test BLEU, export it and translate a few German sentences with it.
+DEMO_DIR ?= runs/demo
+DEMO_EXPORT ?= exports/demo
+DEMO_MINUTES ?= 14
+DEMO_ARGS ?=
+
+demo: $(INSTALLED)
+	$(BIN)/python -m keras_transformer.data.ding
+	$(BIN)/python -m training.train --preset small --steps 1200 --steps-per-epoch 200 \
+		--max-minutes $(DEMO_MINUTES) --output-dir $(DEMO_DIR) --export-dir $(DEMO_EXPORT) $(DEMO_ARGS)
+	$(BIN)/python -m serving.translate --model $(DEMO_EXPORT) "Guten Morgen." "Das Haus ist sehr alt." \
+		"Ich habe heute keine Zeit." "Wo ist der Bahnhof?" "Er spricht gut Englisch."
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

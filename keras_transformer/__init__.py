@@ -7,7 +7,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from keras_transformer import data, layers  # noqa: E402
 from keras_transformer.config import PRESETS, TransformerConfig  # noqa: E402
-from keras_transformer.decoding import beam_search, greedy_search  # noqa: E402
+from keras_transformer.decoding import beam_search, encoder_decoder_attention, greedy_search  # noqa: E402
 from keras_transformer.losses import (  # noqa: E402
     LabelSmoothedCrossEntropy,
     MaskedAccuracy,
@@ -33,6 +33,7 @@ __all__ = [
     "build_transformer",
     "create_optimizer",
     "data",
+    "encoder_decoder_attention",
     "export_saved_model",
     "greedy_search",
     "layers",

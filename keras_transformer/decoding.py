@@ -28,6 +28,18 @@ def encode(model, source_ids):
     return memory, source_mask
 
 
+def encoder_decoder_attention(model, source_ids, target_ids):
+    """The encoder-decoder attention weights (§3.2.3) while the decoder reads `target_ids`
+    (bos, then a translation): one float32 [B, H, T, S] per decoder layer."""
+    memory, source_mask = encode(model, tf.convert_to_tensor(source_ids, tf.int32))
+    target_ids = tf.convert_to_tensor(target_ids, tf.int32)
+    _, weights = model.decoder(
+        model.embedding(target_ids, mode="target"), memory, target_padding_mask=tf.not_equal(target_ids, PAD_ID),
+        source_padding_mask=source_mask, return_attention_scores=True, training=False,
+    )
+    return weights
+
+
 def model_step_function(model, memory, source_mask, max_length):
     """A step function over the model's decoder cache, and its initial state.
 

@@ -55,6 +55,36 @@ class Transformer(keras.Model):
         _check_inputs(inputs)
         return super().call(inputs, training=training, mask=mask)
 
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        """Builds the compiled loss and metrics from the input signature, not from a batch.
+
+        Under tf.distribute, Keras's TensorFlow trainer peeks at a batch and MEAN-reduces it
+        across replicas: that fails for dict inputs under MultiWorkerMirroredStrategy and for
+        replica shares of unequal size, and turns the ids into floats. The functional model is
+        built already and its signature is fixed, so no batch is needed.
+        """
+        if iterator is None or self._distribute_strategy is None:
+            return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+        ids = keras.KerasTensor((None, None), "int32")
+        with self.distribute_strategy.scope():
+            self._symbolic_build(data_batch=({"source": ids, "target": ids}, ids))
+
+    def train_step(self, data):
+        return self._logs_for_reduction(super().train_step(data))
+
+    def test_step(self, data):
+        return self._logs_for_reduction(super().test_step(data))
+
+    def _logs_for_reduction(self, logs):
+        """Under MultiWorkerMirroredStrategy with several workers Keras's TensorFlow trainer
+        reduces the logs with `reduce("MEAN", axis=0)`, which fails on scalars
+        (tensorflow/tensorflow#72388); shape [1] reduces to the scalar mean."""
+        strategy = getattr(self, "_distribute_strategy", None)
+        extended = getattr(strategy, "extended", None)
+        if extended is None or not getattr(extended, "_in_multi_worker_mode", lambda: False)():
+            return logs
+        return keras.tree.map_structure(lambda value: ops.reshape(value, (1,)), logs)
+
     def get_config(self):
         return {
             "config": self.config.to_dict(),

@@ -53,7 +53,7 @@ def test_invalid_values_name_the_field(overrides, message):
 
 
 def test_unknown_preset_and_missing_vocabulary():
-    with pytest.raises(ValueError, match=r"unknown preset 'huge'; choose one of \['base', 'big', 'tiny'\]"):
+    with pytest.raises(ValueError, match=r"unknown preset 'huge'; choose one of \['base', 'big', 'small', 'tiny'\]"):
         TransformerConfig.preset("huge", vocab_size=10)
     with pytest.raises(ValueError, match="vocab_size is required"):
         TransformerConfig.preset("base")

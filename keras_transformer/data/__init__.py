@@ -15,7 +15,7 @@ from keras_transformer.data.corpus import (
     read_translate_folder,
     read_tsv,
 )
-from keras_transformer.data.tfds_source import load_tfds
+from keras_transformer.data.tfds_source import load_tfds, tfds_languages
 
 __all__ = [
     "Corpus",
@@ -29,4 +29,5 @@ __all__ = [
     "read_parallel_files",
     "read_translate_folder",
     "read_tsv",
+    "tfds_languages",
 ]

@@ -77,7 +77,8 @@ def make_batches(
         bucketing: group pairs of similar length (§5.1); False gives fixed-size batches of
             tokens_per_batch // max_length pairs, for comparison.
         shuffle_buffer: pairs shuffled before batching (0: keep the order).
-        repeat: repeat the pairs forever, before batching, so that every batch is full.
+        repeat: repeat the pairs forever, before batching, so that every batch is full. Every
+            iterator of a repeated dataset yields the same batches (the same shuffle order).
         batch_size_multiple: every full batch holds a multiple of this many pairs. Under
             tf.distribute pass the number of replicas: each replica then gets an equal share
             (Keras builds the model on the first batch averaged across replicas, which fails
@@ -98,7 +99,10 @@ def make_batches(
     if repeat:
         dataset = dataset.repeat()
     if shuffle_buffer:
-        dataset = dataset.shuffle(shuffle_buffer, seed=seed)
+        # A repeated stream is iterated once by fit, so every iterator may see the same order;
+        # Keras under tf.distribute peeks at a first batch with an iterator of its own, and
+        # must see the batch that training then gets.
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=not repeat)
     dataset = dataset.map(teacher_forcing, num_parallel_calls=AUTOTUNE)
     if bucketing:
         bounds = bucket_boundaries(max_length)

@@ -16,6 +16,16 @@ def load_tfds(name, split, source_language=None, data_dir=None, download=True, s
     """
     import tensorflow_datasets as tfds
 
+    source, target = tfds_languages(name, source_language, data_dir)
+    dataset = tfds.load(name, split=split, data_dir=data_dir, download=download, shuffle_files=shuffle_files)
+    return dataset.map(lambda example: (example[source], example[target]))
+
+
+def tfds_languages(name, source_language=None, data_dir=None):
+    """(source, target) language keys of a tfds translation dataset; ValueError naming the
+    problem for an unknown dataset, one without language pairs, or a language it lacks."""
+    import tensorflow_datasets as tfds
+
     try:
         builder = tfds.builder(name, data_dir=data_dir)
     except tfds.core.registered.DatasetNotFoundError:
@@ -28,6 +38,4 @@ def load_tfds(name, split, source_language=None, data_dir=None, download=True, s
         raise ValueError(f"{name!r} is not a translation dataset (it has no (source, target) supervised keys)")
     if source_language not in (None, *languages):
         raise ValueError(f"{name!r} has languages {list(languages)}; source_language={source_language!r}")
-    source, target = languages if source_language in (None, languages[0]) else languages[::-1]
-    dataset = tfds.load(name, split=split, data_dir=data_dir, download=download, shuffle_files=shuffle_files)
-    return dataset.map(lambda example: (example[source], example[target]))
+    return tuple(languages) if source_language in (None, languages[0]) else tuple(languages[::-1])

@@ -1,0 +1,259 @@
+"""`python -m training.train`: a short run end to end, resuming after SIGKILL, tf.distribute
+(MirroredStrategy on two logical CPUs, MultiWorkerMirroredStrategy with two processes), mixed
+precision, and bad input that is refused before anything is written."""
+
+import glob
+import json
+import os
+import pathlib
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from conftest import number_pairs
+from tensorboard.backend.event_processing import event_accumulator
+
+from training import train
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def number_data(tmp_path_factory):
+    """tsv:DIR data: German number words to English ones."""
+    root = tmp_path_factory.mktemp("numbers")
+    for split, n, seed in (("train", 2000, 0), ("validation", 12, 1), ("test", 12, 2)):
+        lines = (f"{de}\t{en}\n" for de, en in number_pairs(n, seed))
+        (root / f"{split}.tsv").write_text("".join(lines))
+    return root
+
+
+def tiny_run(data, out_dir, *extra):
+    return [
+        "--preset", "tiny", "--set", "max_length=64", "--dataset", f"tsv:{data}", "--vocab-size", "300",
+        "--max-length", "32", "--tokens-per-batch", "512", "--bleu-sentences", "6", "--samples", "2",
+        "--beam-size", "1", "--output-dir", str(out_dir), *extra,
+    ]
+
+
+def run_program(args, env=None, timeout=300):
+    completed = subprocess.run(
+        [sys.executable, "-m", "training.train", *args], cwd=ROOT, capture_output=True, text=True,
+        timeout=timeout, env={**os.environ, **(env or {})},
+    )
+    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-4000:]
+    return completed
+
+
+def summaries(log_dir):
+    """{tag: (plugin name, [(step, value)])} of every event file under log_dir."""
+    found = {}
+    for path in sorted(glob.glob(f"{log_dir}/events.out.tfevents.*")):
+        accumulator = event_accumulator.EventAccumulator(path, size_guidance={event_accumulator.TENSORS: 0})
+        accumulator.Reload()
+        for tag in accumulator.Tags()["tensors"]:
+            plugin = accumulator.SummaryMetadata(tag).plugin_data.plugin_name
+            events = [(e.step, e.tensor_proto) for e in accumulator.Tensors(tag)]
+            found.setdefault(tag, (plugin, []))[1].extend(events)
+    return found
+
+
+def scalar_values(events):
+    import tensorflow as tf
+
+    return [(step, float(tf.make_ndarray(proto))) for step, proto in events]
+
+
+def tree(directory):
+    """Every file under `directory` with its bytes, to prove that nothing changed."""
+    return {p: p.read_bytes() for p in pathlib.Path(directory).rglob("*") if p.is_file()}
+
+
+def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    train.main(tiny_run(number_data, out, "--steps", "40", "--steps-per-epoch", "20", "--keep-checkpoints", "2"))
+    printed = capsys.readouterr().out
+
+    train_logs, validation_logs = summaries(out / "logs" / "train"), summaries(out / "logs" / "validation")
+    for tag in ("epoch_loss", "batch_loss", "epoch_learning_rate", "epoch_accuracy"):
+        assert train_logs[tag][0] == "scalars", tag
+    rates = dict(scalar_values(train_logs["epoch_learning_rate"][1]))
+    assert rates[1] == pytest.approx(64**-0.5 * 41 * 1000**-1.5, rel=1e-5)  # Eq. 3 after 40 updates
+    plugin, bleu = validation_logs["bleu"]
+    assert plugin == "scalars" and [step for step, _ in bleu] == [20, 40]
+    assert all(0 <= value <= 100 for _, value in scalar_values(bleu))
+    assert validation_logs["translations"][0] == "text"
+    assert validation_logs["attention/0"][0] == "images" and validation_logs["attention/1"][0] == "images"
+    assert validation_logs["attention_pieces/0"][0] == "text"
+
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-0000020.weights.npz", "step-0000040.weights.npz"]
+    assert (out / "model.keras").is_file() and (out / "backup" / "latest.weights.h5").is_file()
+    assert len((out / "translations.test.txt").read_text().splitlines()) == 12
+    report = json.loads((out / "translations.test.txt.bleu.json").read_text())
+    assert f"test BLEU: {report['score']}" in printed and "nrefs:1|case:mixed|eff:no|tok:13a" in printed
+    assert (out / "export" / "1" / "saved_model.pb").is_file()
+    assert json.loads((out / "run.json").read_text())["config"]["vocab_size"] == 300
+
+    # The same command again finds the run finished: no training step, a new export version.
+    train.main(tiny_run(number_data, out, "--steps", "40", "--steps-per-epoch", "20", "--keep-checkpoints", "2"))
+    printed = capsys.readouterr()
+    assert "training stopped at step 40" in printed.err and "resumed from the backup" in printed.out
+    assert (out / "export" / "2" / "saved_model.pb").is_file()
+
+    # Bad input against this run is refused, and nothing in the run directory changes.
+    before = tree(out)
+    for extra, message in [
+        (["--vocab-size", "350"], "vocabulary mismatch: .*vocabulary.vocab_size: 300 in the run, 350 now"),
+        (["--tokenizer", str(out / "tokenizer.model")], "vocabulary mismatch: .*vocabulary.tokenizer: None in the run, "),
+        (["--set", "d_model=32", "--set", "num_heads=2"], r"another model's run .*config.d_model: 64 in the run, 32 now; config.num_heads: 4 in the run, 2 now"),
+        (["--max-length", "24"], "max_length: 32 in the run, 24 now"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            train.main(tiny_run(number_data, out, "--steps", "40", *extra))
+        assert exit_info.value.code == 1
+        assert re.search(message, capsys.readouterr().err), extra
+    assert tree(out) == before
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--preset", "huge"], "unknown preset 'huge'; choose one of"),
+        (["--strategy", "gpus"], "unknown strategy 'gpus'; choose one of auto, default, mirrored, multi_worker, tpu"),
+        (["--mixed-precision", "fp8"], "unknown mixed precision 'fp8'"),
+        (["--set", "depth=3"], "unknown config field(s) ['depth']"),
+        (["--dataset", "tfds:no_such_dataset/de-en"], "tensorflow-datasets has no dataset 'no_such_dataset/de-en'"),
+        (["--dataset", "csv:somewhere"], "expected ding, tfds:NAME, folder:DIR or tsv:DIR"),
+        (["--strategy", "multi_worker"], "reads the cluster from the TF_CONFIG environment variable"),
+    ],
+)
+def test_bad_input_is_refused_before_anything_is_written(number_data, tmp_path, capsys, monkeypatch, extra, message):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        train.main(tiny_run(number_data, out, "--steps", "2") + extra)
+    assert exit_info.value.code == 1
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_unfetchable_corpus_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))  # no apt-get: the Ding package cannot be fetched
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit):
+        train.main(["--preset", "tiny", "--data-dir", str(tmp_path / "cache"), "--output-dir", str(out)])
+    assert "cannot run apt-get: not found; fetching the Ding corpus needs Debian's apt-get" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_checkpoints_of_another_program_are_not_touched(number_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "checkpoints" / "model.ckpt-1000.index").write_text("someone else's")
+    with pytest.raises(SystemExit):
+        train.main(tiny_run(number_data, out, "--steps", "2"))
+    assert "holds checkpoints/ but no run.json" in capsys.readouterr().err
+    assert [p.name for p in out.rglob("*")] == ["checkpoints", "model.ckpt-1000.index"]
+
+
+def test_mixed_bfloat16_trains_without_nan(number_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    train.main(tiny_run(number_data, out, "--steps", "12", "--steps-per-epoch", "6", "--mixed-precision", "bf16",
+                        "--bleu-sentences", "0"))
+    assert "dtype policy mixed_bfloat16" in capsys.readouterr().err
+    losses = [value for _, value in scalar_values(summaries(out / "logs" / "train")["batch_loss"][1])]
+    assert len(losses) == 12 and all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+def test_killed_run_resumes_from_its_backup(number_data, tmp_path):
+    out = tmp_path / "run"
+    args = tiny_run(number_data, out, "--steps", "200", "--steps-per-epoch", "20", "--bleu-sentences", "0")
+    process = subprocess.Popen([sys.executable, "-m", "training.train", *args], cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    metadata = out / "backup" / "training_metadata.json"
+    deadline = time.monotonic() + 240
+    while not (metadata.is_file() and json.loads(metadata.read_text())["epoch"] >= 2):
+        assert process.poll() is None and time.monotonic() < deadline, "the run ended before its second backup"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    backed_up = json.loads(metadata.read_text())["epoch"]
+    assert backed_up < 10, "the run finished before it was killed"
+
+    completed = run_program(args)
+    resumed_step = backed_up * 20
+    assert f"resumed from the backup in {out / 'backup'}: step {resumed_step}, epoch {backed_up}" in completed.stdout
+    assert completed.stdout.count("/20 - ") == 10 - backed_up  # only the missing epochs are trained
+    assert "training stopped at step 200" in completed.stderr
+    assert checkpoints_steps(out) == [120, 140, 160, 180, 200]
+
+
+def checkpoints_steps(out):
+    from training.checkpoints import list_checkpoints, step_of
+
+    return [step_of(p) for p in list_checkpoints(out / "checkpoints")]
+
+
+@pytest.fixture(scope="module")
+def letters_data(tmp_path_factory):
+    """Sentences of exactly six one-letter words: with a 300-piece vocabulary every pair is 7
+    tokens long with eos, so one bucket batches 512 // 7 = 73 pairs... rounded to an even 72
+    by --tokens-per-batch 504, the same batch for one replica and for two."""
+    rng = np.random.default_rng(0)
+    root = tmp_path_factory.mktemp("letters")
+    for split, n in (("train", 400), ("validation", 4), ("test", 4)):
+        lines = []
+        for _ in range(n):
+            words = rng.choice(list("abcdefgh"), 6)
+            lines.append(" ".join(words) + "\t" + " ".join(words[::-1]) + "\n")
+        (root / f"{split}.tsv").write_text("".join(lines))
+    return root
+
+
+def first_step_loss(data, out, *extra):
+    run_program([
+        "--preset", "tiny", "--set", "dropout=0.0", "--dataset", f"tsv:{data}", "--vocab-size", "300",
+        "--tokens-per-batch", "504", "--max-length", "16", "--steps", "3", "--steps-per-epoch", "3",
+        "--bleu-sentences", "0", "--beam-size", "1", "--output-dir", str(out), *extra,
+    ])
+    losses = scalar_values(summaries(out / "logs" / "train")["batch_loss"][1])
+    assert [step for step, _ in losses] == [1, 2, 3] and all(np.isfinite([v for _, v in losses]))
+    return losses[0][1]
+
+
+def test_mirrored_strategy_on_two_cpus_matches_the_default_strategy(letters_data, tmp_path):
+    default = first_step_loss(letters_data, tmp_path / "default", "--strategy", "default")
+    mirrored = first_step_loss(letters_data, tmp_path / "mirrored", "--strategy", "mirrored", "--cpu-devices", "2")
+    assert mirrored == pytest.approx(default, rel=1e-4)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_multi_worker_mirrored_strategy_trains_with_two_workers(number_data, tmp_path):
+    cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
+    out = tmp_path / "run"
+    args = tiny_run(number_data, out, "--strategy", "multi_worker", "--steps", "4", "--steps-per-epoch", "2",
+                    "--bleu-sentences", "2")
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "training.train", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env={**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})},
+        )
+        for i in range(2)
+    ]
+    outputs = [worker.communicate(timeout=400) for worker in workers]
+    for worker, (stdout, stderr) in zip(workers, outputs):
+        assert worker.returncode == 0, stdout[-2000:] + stderr[-4000:]
+        assert re.search(r"(MultiWorkerMirrored|CollectiveAllReduce)Strategy with 2 replica\(s\)", stderr), stderr[-3000:]
+        assert "training stopped at step 4" in stderr
+    assert "SavedModel exported to" in outputs[0][0] and "SavedModel exported to" not in outputs[1][0]
+    assert checkpoints_steps(out) == [2, 4]

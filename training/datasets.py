@@ -1,0 +1,60 @@
+"""The corpora a run can train on, named by `--dataset`:
+
+    ding            the embedded German-English Ding corpus (fetched once; keras_transformer.data.ding)
+    tfds:NAME       any tensorflow-datasets translation dataset, e.g. tfds:wmt14_translate/de-en
+    folder:DIR      DIR/{lang}.{split}.txt, one sentence per line (tfds.TranslateFolder's layout)
+    tsv:DIR         DIR/{split}.tsv, lines "source<TAB>target"
+"""
+
+import pathlib
+
+from keras_transformer.data import ding, load_tfds, read_translate_folder, read_tsv, tfds_languages
+from keras_transformer.data.corpus import CorpusError
+
+SPEC_HELP = "ding, tfds:NAME, folder:DIR or tsv:DIR"
+
+
+class Dataset:
+    """A named corpus: `read(split)` gives a tf.data.Dataset of (source, target) strings and
+    `pairs(split)` a list of (source, target) Python strings; `languages` is (source, target).
+
+    Ding is German-English (source_language="en" reverses it); tfds datasets default to their
+    own direction; folder:DIR needs both languages.
+    """
+
+    def __init__(self, spec, source_language=None, target_language=None, data_dir=None, download=True):
+        kind, _, argument = spec.partition(":")
+        if kind not in ("ding", "tfds", "folder", "tsv") or (kind == "ding") == bool(argument):
+            raise ValueError(f"--dataset {spec!r}: expected {SPEC_HELP}")
+        self.spec, self.kind, self.argument = spec, kind, argument
+        self.data_dir, self.download = data_dir, download
+        if kind == "ding":
+            if source_language not in (None, "de", "en"):
+                raise ValueError(f"the Ding corpus is German-English; no source language {source_language!r}")
+            self.languages = ("en", "de") if source_language == "en" else ("de", "en")
+            if target_language not in (None, self.languages[1]):
+                raise ValueError(f"the Ding corpus translates {self.languages[0]} into {self.languages[1]}, not {target_language!r}")
+            self.dataset_dir = ding.prepare(data_dir)
+        elif kind == "tfds":
+            self.languages = tfds_languages(argument, source_language, data_dir)
+            if target_language not in (None, self.languages[1]):
+                raise ValueError(f"{argument!r} translates {self.languages[0]} into {self.languages[1]}, not {target_language!r}")
+        else:
+            self.root = pathlib.Path(argument)
+            if not self.root.is_dir():
+                raise CorpusError(f"{self.root}: no such directory")
+            if kind == "folder" and not (source_language and target_language):
+                raise ValueError("--dataset folder:DIR needs --source-language and --target-language")
+            self.languages = (source_language or "source", target_language or "target")
+
+    def read(self, split, shuffle_files=False):
+        if self.kind == "ding":
+            return ding.load(split, self.dataset_dir, reverse=self.languages[0] == "en")
+        if self.kind == "tfds":
+            return load_tfds(self.argument, split, self.languages[0], self.data_dir, self.download, shuffle_files)
+        if self.kind == "folder":
+            return read_translate_folder(self.root, split, *self.languages).dataset()
+        return read_tsv(self.root / f"{split}.tsv").dataset()
+
+    def pairs(self, split):
+        return [(s.decode("utf-8"), t.decode("utf-8")) for s, t in self.read(split).as_numpy_iterator()]

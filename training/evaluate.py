@@ -1,0 +1,137 @@
+"""BLEU of a trained model, from a checkpoint or a SavedModel, on a dataset split or on files.
+
+    python -m training.evaluate --model runs/demo/model.keras --split test
+    python -m training.evaluate --model exports/demo --source de.txt --reference en.txt
+
+BLEU is sacrebleu's corpus BLEU on detokenized output against untokenized references (its
+signature is printed, so that scores can be compared across papers and tools).
+"""
+
+import argparse
+import json
+import pathlib
+import sys
+
+import keras
+import sacrebleu
+
+
+def progress_verbosity():
+    """Keras's progress bar on a terminal; in a log file only the final line."""
+    return 1 if sys.stdout.isatty() else 2
+
+
+def translate_all(translate, sentences, batch_size=64, verbose=0):
+    """Translations of `sentences` in their order, decoded in batches of similar length;
+    `translate(tf.string [B]) -> {"translation": [B], ...}` (a Translator's `translate`)."""
+    import tensorflow as tf
+
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    results = [None] * len(sentences)
+    progress = keras.utils.Progbar(len(sentences), verbose=verbose, unit_name="sentence")
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        out = translate(tf.constant([sentences[i] for i in chunk], tf.string))["translation"].numpy()
+        for i, text in zip(chunk, out):
+            results[i] = text.decode("utf-8")
+        progress.add(len(chunk))
+    return results
+
+
+def bleu_report(hypotheses, references, output):
+    """sacrebleu's corpus BLEU; writes the hypotheses to `output` (one per line) and the score
+    with its signature to `output` + ".bleu.json"; returns the BLEU object."""
+    bleu = sacrebleu.metrics.BLEU()
+    score = bleu.corpus_score(hypotheses, [references])
+    output = pathlib.Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text("".join(h.replace("\n", " ") + "\n" for h in hypotheses), encoding="utf-8")
+    summary = {"bleu": score.score, "score": str(score), "signature": str(bleu.get_signature()), "sentences": len(hypotheses)}
+    output.with_name(output.name + ".bleu.json").write_text(json.dumps(summary, indent=2))
+    return score, bleu.get_signature()
+
+
+def load_translate(model_path, tokenizer_path=None, beam_size=4, alpha=0.6):
+    """A translate function for a .keras file (tokenizer.model beside it unless given), a
+    step checkpoint of a run (.weights.npz), or a SavedModel (a version directory, or the base
+    directory whose highest version is taken; its decoding settings are those it was exported with)."""
+    import tensorflow as tf
+
+    import keras_transformer as kt
+    from training import run
+
+    model_path = pathlib.Path(model_path)
+    if model_path.is_dir():
+        versions = sorted((p for p in model_path.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+        saved_model = model_path if (model_path / "saved_model.pb").is_file() else (versions[-1] if versions else None)
+        if saved_model is None or not (saved_model / "saved_model.pb").is_file():
+            raise ValueError(f"{model_path} holds no SavedModel (no saved_model.pb, no version directory)")
+        import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
+
+        signature = tf.saved_model.load(str(saved_model)).signatures["serving_default"]
+        return lambda sentences: signature(sentences=sentences), f"SavedModel {saved_model}"
+    if not model_path.is_file():
+        raise ValueError(f"{model_path}: no such file or directory")
+    model = run.load_model(model_path)
+    tokenizer_path = pathlib.Path(tokenizer_path) if tokenizer_path else run.tokenizer_beside(model_path)
+    if not tokenizer_path.is_file():
+        raise ValueError(f"tokenizer {tokenizer_path} does not exist; pass --tokenizer")
+    translator = kt.Translator(model, kt.SubwordTokenizer.load(tokenizer_path), beam_size, alpha)
+    search = "greedy search" if beam_size == 1 else f"beam search (beam {beam_size}, alpha {alpha})"
+    return translator.translate, f"{model_path} with {search}"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m training.evaluate",
+        description="Translate a test set with a trained model and score it with sacrebleu "
+        "(corpus BLEU on detokenized output; the signature is printed).",
+    )
+    parser.add_argument("--model", required=True, type=pathlib.Path,
+                        help="a .keras model, a run's step checkpoint (.weights.npz), or a SavedModel "
+                        "directory (a version, or the base directory: its highest version)")
+    parser.add_argument("--tokenizer", type=pathlib.Path, default=None,
+                        help="sentencepiece model for a .keras/.npz model (default: the run's tokenizer.model)")
+    parser.add_argument("--dataset", default="ding", help="ding, tfds:NAME, folder:DIR or tsv:DIR (default: ding)")
+    parser.add_argument("--split", default="test", help="the dataset split to translate (default: test)")
+    parser.add_argument("--source-language", default=None, help="source language (folder:DIR needs both)")
+    parser.add_argument("--target-language", default=None, help="target language")
+    parser.add_argument("--data-dir", default=None, help="tfds data directory / Ding cache directory")
+    parser.add_argument("--source", type=pathlib.Path, default=None,
+                        help="a file of source sentences, one per line (instead of --dataset/--split)")
+    parser.add_argument("--reference", type=pathlib.Path, default=None, help="its reference translations, line by line")
+    parser.add_argument("--beam-size", type=int, default=4, help="1 = greedy search (default: 4, the paper's)")
+    parser.add_argument("--alpha", type=float, default=0.6, help="length penalty (default: 0.6, the paper's)")
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default: 64)")
+    parser.add_argument("--output", type=pathlib.Path, default=None,
+                        help="file for the translations (default: translations.<split>.txt beside the model)")
+    args = parser.parse_args(argv)
+    if (args.source is None) != (args.reference is None):
+        parser.error("--source and --reference go together")
+
+    from keras_transformer.data import CorpusError, read_parallel_files
+    from training.datasets import Dataset
+
+    try:
+        if args.source:
+            pairs = read_parallel_files(args.source, args.reference).pairs
+            name = args.source.stem
+        else:
+            dataset = Dataset(args.dataset, args.source_language, args.target_language, args.data_dir)
+            pairs, name = dataset.pairs(args.split), args.split
+        if not pairs:
+            raise ValueError("there is nothing to translate (no sentence pairs)")
+        translate, description = load_translate(args.model, args.tokenizer, args.beam_size, args.alpha)
+    except (ValueError, CorpusError) as error:
+        parser.exit(1, f"error: {error}\n")
+    output = args.output or (args.model if args.model.is_dir() else args.model.parent) / f"translations.{name}.txt"
+    print(f"translating {len(pairs)} sentences with {description}", file=sys.stderr)
+    hypotheses = translate_all(translate, [s for s, _ in pairs], args.batch_size, verbose=progress_verbosity())
+    score, signature = bleu_report(hypotheses, [t for _, t in pairs], output)
+    print(score)
+    print(f"sacrebleu signature: {signature}")
+    print(f"translations written to {output}")
+
+
+if __name__ == "__main__":
+    main()

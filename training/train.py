@@ -1,0 +1,314 @@
+"""Train a Transformer with model.fit, from one CPU to a TPU or several machines.
+
+    python -m training.train --preset small --output-dir runs/demo
+    python -m training.train --help
+
+The same command run again continues a killed run from its backup. At the end the last K
+step checkpoints are averaged (§6.1), the average is scored on the test split with sacrebleu
+and exported as a SavedModel for TensorFlow Serving. See `training/run.py` for what the output
+directory holds.
+"""
+
+import argparse
+import dataclasses
+import json
+import math
+import pathlib
+import sys
+import tempfile
+
+from training.datasets import SPEC_HELP
+
+DEFAULT_VOCAB_SIZE = 8000
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Appends an option's default to its help, unless the help already states it."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False, True, [], argparse.SUPPRESS) or "default" in action.help:
+            return action.help
+        return action.help + " (default: %(default)s)"
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m training.train",
+        description=__doc__.split("\n\n")[0] + " Writes checkpoints, TensorBoard logs, the averaged "
+        "model, its test BLEU and a SavedModel into --output-dir.",
+        formatter_class=HelpFormatter,
+    )
+    model = parser.add_argument_group("model")
+    model.add_argument("--preset", default="small", help="tiny, small, base or big (Table 3; small: the CPU demo)")
+    model.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                       help="override a TransformerConfig field, e.g. --set num_layers=4 --set dropout=0.3 (repeatable)")
+    data = parser.add_argument_group("data")
+    data.add_argument("--dataset", default="ding", help=SPEC_HELP)
+    data.add_argument("--source-language", default=None, help="source side (Ding: de or en; folder:DIR needs it)")
+    data.add_argument("--target-language", default=None, help="target side (folder:DIR needs it)")
+    data.add_argument("--data-dir", default=None, help="tfds data directory, or the Ding cache directory")
+    data.add_argument("--no-download", dest="download", action="store_false",
+                      help="never download a tfds dataset (it must be prepared in --data-dir)")
+    data.add_argument("--validation-split", default="validation", help="split for BLEU during training")
+    data.add_argument("--test-split", default="test", help="split scored at the end")
+    data.add_argument("--vocab-size", type=int, default=None,
+                      help=f"subword vocabulary trained on the training split (default {DEFAULT_VOCAB_SIZE})")
+    data.add_argument("--tokenizer", type=pathlib.Path, default=None,
+                      help="use this sentencepiece model instead of training one")
+    data.add_argument("--tokens-per-batch", type=int, default=None,
+                      help="global budget of source tokens and of target tokens per batch, split across "
+                      "replicas (§5.1; default: the preset's, 25000 for base)")
+    data.add_argument("--max-length", type=int, default=128,
+                      help="pairs longer than this many subword tokens are skipped (and counted)")
+    schedule = parser.add_argument_group("schedule")
+    length = schedule.add_mutually_exclusive_group()
+    length.add_argument("--steps", type=int, default=None, help="training steps (default 100000 for base/big)")
+    length.add_argument("--epochs", type=int, default=None, help="passes over the training data, instead of --steps")
+    schedule.add_argument("--steps-per-epoch", type=int, default=1000,
+                          help="steps per Keras epoch: the interval of the backup, BLEU and epoch summaries")
+    schedule.add_argument("--checkpoint-every", type=int, default=None,
+                          help="steps between checkpoints (default: --steps-per-epoch)")
+    schedule.add_argument("--keep-checkpoints", type=int, default=5, help="checkpoints kept and averaged at the end (§6.1)")
+    schedule.add_argument("--max-minutes", type=float, default=None,
+                          help="stop training after this long; the same command continues the run")
+    schedule.add_argument("--seed", type=int, default=0, help="seed of weights, dropout and data order")
+    evaluation = parser.add_argument_group("evaluation and export")
+    evaluation.add_argument("--bleu-sentences", type=int, default=500,
+                            help="validation sentences translated (greedy) for BLEU after each epoch; 0: none")
+    evaluation.add_argument("--samples", type=int, default=3, help="sample translations and attention maps shown")
+    evaluation.add_argument("--beam-size", type=int, default=4, help="beam of the test evaluation and the export (§6.1)")
+    evaluation.add_argument("--alpha", type=float, default=0.6, help="length penalty (§6.1)")
+    evaluation.add_argument("--export-dir", type=pathlib.Path, default=None,
+                            help="SavedModel base directory (default: OUTPUT_DIR/export)")
+    hardware = parser.add_argument_group("hardware")
+    hardware.add_argument("--strategy", default="auto", help="auto, default, mirrored, multi_worker (TF_CONFIG) or tpu")
+    hardware.add_argument("--tpu", default=None, help="TPU name or address for --strategy tpu")
+    hardware.add_argument("--cpu-devices", type=int, default=1,
+                          help="split the CPU into this many devices to mirror across (tries tf.distribute on one machine)")
+    hardware.add_argument("--mixed-precision", default="auto",
+                          help="auto (bf16 on TPUs and Ampere+ GPUs), off, bf16 or fp16 (with loss scaling)")
+    hardware.add_argument("--jit-compile", action="store_true", help="compile the training step with XLA")
+    parser.add_argument("--output-dir", type=pathlib.Path, required=True, help="the run directory, e.g. runs/demo")
+    return parser
+
+
+def parse_overrides(items):
+    """{"field": value} from FIELD=VALUE strings; values are read as JSON when they parse."""
+    overrides = {}
+    for item in items:
+        field, sep, text = item.partition("=")
+        if not sep or not field:
+            raise ValueError(f"--set {item!r}: expected FIELD=VALUE")
+        try:
+            overrides[field] = json.loads(text)
+        except json.JSONDecodeError:
+            overrides[field] = text
+    return overrides
+
+
+def vocab_size_of(args, out_dir):
+    """The vocabulary size of the run's tokenizer file, of --tokenizer, or the one asked for."""
+    import keras_transformer as kt
+    from training.run import TOKENIZER_FILE, RunError
+
+    if args.tokenizer and not args.tokenizer.is_file():
+        raise RunError(f"--tokenizer {args.tokenizer}: no such file")
+    own = out_dir / TOKENIZER_FILE
+    path = own if own.is_file() else args.tokenizer
+    return kt.SubwordTokenizer.load(path).vocab_size if path else args.vocab_size or DEFAULT_VOCAB_SIZE
+
+
+def prepare_tokenizer(args, dataset, out_dir, vocab_size, chief):
+    """The run's tokenizer: its own file, --tokenizer, or one trained now on the training split
+    (by every worker alike; the chief keeps it in the run directory)."""
+    import keras_transformer as kt
+    from training.run import TOKENIZER_FILE, write_atomically
+
+    own = out_dir / TOKENIZER_FILE
+    if own.is_file():
+        return kt.SubwordTokenizer.load(own)
+    target = own if chief else pathlib.Path(tempfile.mkdtemp()) / TOKENIZER_FILE
+    if args.tokenizer:
+        write_atomically(target, lambda partial: pathlib.Path(partial).write_bytes(args.tokenizer.read_bytes()))
+    else:
+        print(f"training a {vocab_size}-piece vocabulary on the training split of {dataset.spec}", file=sys.stderr)
+        texts = [side for pair in dataset.pairs("train") for side in pair]
+        write_atomically(target, lambda partial: kt.SubwordTokenizer.train(texts, vocab_size, partial))
+    return kt.SubwordTokenizer.load(target)
+
+
+def setup(args):
+    """Everything that can fail on bad input, checked before anything is written: the preset
+    and its overrides, the strategy, the dataset, and whether the output directory's run is
+    this one. Returns the run's pieces."""
+    import keras
+
+    import keras_transformer as kt
+    from training import runtime
+    from training.datasets import Dataset
+    from training.run import check_settings, save_settings
+
+    overrides = parse_overrides(args.overrides)
+    if args.tokens_per_batch:
+        overrides["tokens_per_batch"] = args.tokens_per_batch
+    out_dir = args.output_dir
+    config = kt.TransformerConfig.preset(args.preset, vocab_size=vocab_size_of(args, out_dir), **overrides)
+    if args.max_length > config.max_length:
+        raise ValueError(f"--max-length {args.max_length} exceeds the model's max_length={config.max_length}")
+    strategy = runtime.create_strategy(args.strategy, args.tpu, args.cpu_devices)
+    policy = runtime.set_mixed_precision(args.mixed_precision, strategy)
+    chief = runtime.is_chief()
+    if args.max_minutes and strategy.extended._in_multi_worker_mode():
+        raise ValueError("--max-minutes cannot be used with several workers: they must stop at the same step")
+    dataset = Dataset(args.dataset, args.source_language, args.target_language, args.data_dir, args.download)
+    settings = {
+        "config": config.to_dict(),
+        "vocabulary": {"tokenizer": str(args.tokenizer)} if args.tokenizer else {"vocab_size": args.vocab_size or DEFAULT_VOCAB_SIZE},
+        "dataset": args.dataset,
+        "languages": list(dataset.languages),
+        "max_length": args.max_length,
+    }
+    check_settings(out_dir, settings)
+    keras.utils.set_random_seed(args.seed)
+    tokenizer = prepare_tokenizer(args, dataset, out_dir, config.vocab_size, chief)
+    if tokenizer.vocab_size != config.vocab_size:  # a new run whose corpus gave fewer pieces than asked for
+        print(f"the vocabulary has {tokenizer.vocab_size} pieces ({config.vocab_size} were asked for)", file=sys.stderr)
+        config = dataclasses.replace(config, vocab_size=tokenizer.vocab_size)
+        settings["config"] = config.to_dict()
+    if chief:
+        save_settings(out_dir, settings)
+    return config, strategy, policy, dataset, tokenizer, chief
+
+
+def make_training_batches(args, config, dataset, tokenizer, strategy, seed):
+    """Repeated, shuffled, bucketed batches of the global token budget, in multiples of the
+    replica count (each replica gets an equal share); sharded by data across workers."""
+    import tensorflow as tf
+
+    from keras_transformer.data import make_batches
+
+    batches = make_batches(
+        dataset.read("train", shuffle_files=True), tokenizer, config.tokens_per_batch, args.max_length,
+        seed=seed, repeat=True, batch_size_multiple=strategy.num_replicas_in_sync,
+    )
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return batches.with_options(options)
+
+
+def plan_epochs(args, config, dataset, tokenizer, strategy):
+    """(Keras epochs, steps per epoch). With --epochs an epoch is one pass over the data."""
+    from keras_transformer.data import pipeline_report
+
+    if dataset.kind != "tfds" or args.epochs:
+        report = pipeline_report(dataset.read("train"), tokenizer, config.tokens_per_batch, args.max_length)
+        print(f"training data ({dataset.spec}, train split): {report}", file=sys.stderr)
+        if args.epochs:
+            return args.epochs, report.batches
+    steps = args.steps or 100000
+    steps_per_epoch = min(args.steps_per_epoch, steps)
+    epochs = math.ceil(steps / steps_per_epoch)
+    if epochs * steps_per_epoch != steps:
+        print(f"training {epochs * steps_per_epoch} steps: {epochs} epochs of {steps_per_epoch}", file=sys.stderr)
+    return epochs, steps_per_epoch
+
+
+def build_callbacks(args, out_dir, tokenizer, dataset, chief, steps_per_epoch):
+    from training import callbacks
+
+    checkpoint_dir, backup_dir = out_dir / "checkpoints", out_dir / "backup"
+    listed = [
+        callbacks.StopOnNaN(checkpoint_dir, backup_dir),  # first: nothing after it saves a NaN state
+        callbacks.Backup(str(backup_dir), chief),  # before TensorBoard, which reads the restored step
+        callbacks.StepCheckpoints(checkpoint_dir, args.checkpoint_every or steps_per_epoch, args.keep_checkpoints, chief),
+    ]
+    if chief:
+        if args.bleu_sentences:
+            pairs = dataset.pairs(args.validation_split)[: args.bleu_sentences]
+            listed.append(callbacks.TranslationMonitor(tokenizer, pairs, out_dir / "logs" / "validation", samples=args.samples))
+        listed.append(callbacks.StepTensorBoard(str(out_dir / "logs"), update_freq=max(1, min(100, steps_per_epoch // 10))))
+    if args.max_minutes:
+        listed.append(callbacks.TimeLimit(args.max_minutes))
+    return listed
+
+
+def finish(args, out_dir, config, tokenizer, dataset):
+    """Averages the last checkpoints into model.keras, scores it on the test split, exports it."""
+    import keras_transformer as kt
+    from training import checkpoints, evaluate
+    from training.run import write_atomically
+
+    paths = checkpoints.list_checkpoints(out_dir / "checkpoints")[-args.keep_checkpoints :]
+    model = kt.build_transformer(config)
+    checkpoints.assign(model, checkpoints.average_checkpoints(paths), source=f"the average of {len(paths)} checkpoints")
+    steps = ", ".join(str(checkpoints.step_of(p)) for p in paths)
+    model_path = write_atomically(out_dir / "model.keras", model.save)
+    print(f"averaged the checkpoints of steps {steps} into {model_path}")
+    translator = kt.Translator(model, tokenizer, args.beam_size, args.alpha)
+    pairs = dataset.pairs(args.test_split)
+    print(f"translating the {len(pairs)} sentences of the {args.test_split} split (beam {args.beam_size})")
+    hypotheses = evaluate.translate_all(translator.translate, [s for s, _ in pairs], verbose=evaluate.progress_verbosity())
+    output = out_dir / f"translations.{args.test_split}.txt"
+    score, signature = evaluate.bleu_report(hypotheses, [t for _, t in pairs], output)
+    print(f"test BLEU: {score}\nsacrebleu signature: {signature}\ntranslations written to {output}")
+    version_dir = kt.export_saved_model(translator, args.export_dir or out_dir / "export")
+    print(f"SavedModel exported to {version_dir}")
+    return {"bleu": score.score, "model": str(model_path), "export": str(version_dir)}
+
+
+def train(args):
+    """The whole job: setup, then run."""
+    return run(args, *setup(args))
+
+
+def run(args, config, strategy, policy, dataset, tokenizer, chief):
+    """Trains, then (the chief) averages, scores and exports; returns {"bleu", "model",
+    "export"}, or {} on other workers."""
+    import keras_transformer as kt
+    from training import evaluate
+    from training.callbacks import Backup, current_step
+
+    out_dir = args.output_dir
+    print(
+        f"{type(strategy).__name__} with {strategy.num_replicas_in_sync} replica(s), dtype policy {policy}, "
+        f"XLA {'on' if args.jit_compile else 'off'}; run directory {out_dir}", file=sys.stderr,
+    )
+    epochs, steps_per_epoch = plan_epochs(args, config, dataset, tokenizer, strategy)
+    # A resumed run shuffles with another seed, so as not to repeat the batches it already saw.
+    seed = args.seed + Backup.saved_epoch(out_dir / "backup")
+    batches = make_training_batches(args, config, dataset, tokenizer, strategy, seed)
+    with strategy.scope():
+        model = kt.build_transformer(config)
+        model.compile(
+            optimizer=kt.create_optimizer(config),
+            loss=kt.LabelSmoothedCrossEntropy(config.label_smoothing),
+            metrics=[kt.MaskedAccuracy(name="accuracy")],
+            jit_compile=args.jit_compile,
+        )
+    model.summary(print_fn=lambda line, **_: print(line, file=sys.stderr))
+    callbacks = build_callbacks(args, out_dir, tokenizer, dataset, chief, steps_per_epoch)
+    model.fit(batches, epochs=epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks, shuffle=False,
+              verbose=evaluate.progress_verbosity())
+    print(f"training stopped at step {current_step(model)}", file=sys.stderr)
+    if not chief:
+        return {}
+    return finish(args, out_dir, config, tokenizer, dataset)
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from training.callbacks import TrainingDiverged
+
+    try:
+        pieces = setup(args)  # bad input: unknown preset/strategy/dataset, a run that does not match
+    except ValueError as error:  # CorpusError and RunError are ValueErrors too
+        parser.exit(1, f"error: {error}\n")
+    try:
+        run(args, *pieces)
+    except (TrainingDiverged, FileExistsError) as error:
+        parser.exit(1, f"error: {error}\n")
+
+
+if __name__ == "__main__":
+    main()
