@@ -26,13 +26,13 @@ data: $(INSTALLED)
 # The README's main job: fetch the Ding corpus, train the small preset on the CPU (bounded to
 # DEMO_MINUTES), print its test BLEU, export it and translate a few German sentences with it.
 DEMO_DIR ?= runs/demo
-DEMO_EXPORT ?= exports/demo
+DEMO_EXPORT ?= exports/transformer
 DEMO_MINUTES ?= 14
 DEMO_ARGS ?=
 
 demo: $(INSTALLED)
 	$(BIN)/python -m keras_transformer.data.ding
-	$(BIN)/python -m training.train --preset small --steps 1200 --steps-per-epoch 200 \
+	$(BIN)/python -m training.train --preset small --steps 2000 --steps-per-epoch 200 --bleu-sentences 200 \
 		--max-minutes $(DEMO_MINUTES) --output-dir $(DEMO_DIR) --export-dir $(DEMO_EXPORT) $(DEMO_ARGS)
 	$(BIN)/python -m serving.translate --model $(DEMO_EXPORT) "Guten Morgen." "Das Haus ist sehr alt." \
 		"Ich habe heute keine Zeit." "Wo ist der Bahnhof?" "Er spricht gut Englisch."

@@ -96,7 +96,7 @@ PRESETS = {
     "big": dict(num_layers=6, d_model=1024, num_heads=16, d_ff=4096, dropout=0.3),
     # The CPU demo (`make demo`): trains on the Ding corpus in minutes on 2 cores.
     "small": dict(
-        num_layers=3, d_model=256, num_heads=4, d_ff=1024, dropout=0.1, warmup_steps=1000,
+        num_layers=3, d_model=256, num_heads=4, d_ff=1024, dropout=0.1, warmup_steps=800,
         tokens_per_batch=3000, max_length=256,
     ),
     # Small enough for unit tests and CPU experiments.
