@@ -32,7 +32,7 @@ DEMO_ARGS ?=
 
 demo: $(INSTALLED)
 	$(BIN)/python -m keras_transformer.data.ding
-	$(BIN)/python -m training.train --preset small --steps 2000 --steps-per-epoch 200 --bleu-sentences 200 \
+	$(BIN)/python -m training.train --preset small --steps 2000 --steps-per-epoch 200 --bleu-sentences 200 --checkpoint-every 25 \
 		--max-minutes $(DEMO_MINUTES) --output-dir $(DEMO_DIR) --export-dir $(DEMO_EXPORT) $(DEMO_ARGS)
 	$(BIN)/python -m serving.translate --model $(DEMO_EXPORT) "Guten Morgen." "Das Haus ist sehr alt." \
 		"Ich habe heute keine Zeit." "Wo ist der Bahnhof?" "Er spricht gut Englisch."

@@ -13,10 +13,11 @@ import shutil
 import tempfile
 import types
 
+import numpy as np
 import tensorflow as tf
 
-from keras_transformer.decoding import beam_ids
-from keras_transformer.tokenizer import EOS_ID
+from keras_transformer.decoding import beam_ids, encoder_decoder_attention
+from keras_transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 WARMUP_SENTENCES = ("Guten Morgen.", "Das ist ein Test.", "")
 WARMUP_FILE = pathlib.PurePath("assets.extra", "tf_serving_warmup_requests")
@@ -75,12 +76,23 @@ class Translator(tf.Module):
         tokens = ids[:, 0]
         return {"translation": self.tokenizer.detokenize(tokens), "score": scores[:, 0], "tokens": tokens}
 
+    def attention(self, sentence):
+        """The encoder-decoder attention (§3.2.3) behind the translation of one sentence:
+        (source pieces [S], translation pieces [T] with eos, float32 weights [layers, heads, T, S])."""
+        source_ids = self.source_ids(tf.constant([sentence]))
+        tokens = self.translate(tf.constant([sentence]))["tokens"][0].numpy()
+        tokens = tokens[tokens != PAD_ID]
+        target_in = np.concatenate([[BOS_ID], tokens[:-1]])[None].astype("int32")
+        weights = encoder_decoder_attention(self.model, source_ids, target_in)
+        pieces = [self.tokenizer.id_to_piece(int(i)) for i in source_ids[0].numpy()]
+        return pieces, [self.tokenizer.id_to_piece(int(i)) for i in tokens], np.stack([np.asarray(w[0], "float32") for w in weights])
+
 
 def export_saved_model(translator, base_dir, version=None):
     """Writes `translator` as `base_dir/<version>/`, the layout TensorFlow Serving watches.
 
     `version` defaults to the next integer after the existing ones. The SavedModel (with the
-    tokenizer's model inside, `serving_default` = `translate`) and warm-up requests in
+    tokenizer's model inside; `translate`, also as `serving_default`) and warm-up requests in
     `assets.extra/tf_serving_warmup_requests` are written to a temporary directory that is
     renamed into place, so the server never sees a half-written version; an existing version
     is never overwritten. Returns the version directory.
@@ -94,7 +106,8 @@ def export_saved_model(translator, base_dir, version=None):
         raise FileExistsError(f"{target} already exists; a served version is never overwritten")
     staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{version}-", dir=base_dir))
     try:
-        tf.saved_model.save(translator, str(staging), signatures={"serving_default": translator.translate})
+        signatures = {"serving_default": translator.translate, "translate": translator.translate}
+        tf.saved_model.save(translator, str(staging), signatures=signatures)
         write_warmup_requests(staging / WARMUP_FILE, base_dir.name)
         staging.chmod(0o755)  # mkdtemp's 0700 would hide the model from a server run as another user
         try:

@@ -14,7 +14,6 @@ import sacrebleu
 import tensorflow as tf
 
 import keras_transformer as kt
-from keras_transformer.tokenizer import BOS_ID, PAD_ID
 from training import checkpoints
 from training.evaluate import translate_all
 
@@ -171,15 +170,10 @@ class TranslationMonitor(keras.callbacks.Callback):
     def attention_image(self, sentence):
         """The last decoder layer's encoder-decoder attention for the greedy translation of
         `sentence`: rows are output pieces, columns source pieces (8x8 pixels per weight)."""
-        source_ids = self.translator.source_ids(tf.constant([sentence]))
-        tokens = self.translator.translate(tf.constant([sentence]))["tokens"][0].numpy()
-        tokens = tokens[tokens != PAD_ID]
-        target_in = np.concatenate([[BOS_ID], tokens[:-1]])[None].astype("int32")
-        weights = kt.encoder_decoder_attention(self.model, source_ids, target_in)[-1]
-        grid = np.mean(np.asarray(weights[0], "float32"), axis=0)
+        source, translation, weights = self.translator.attention(sentence)
+        grid = np.mean(weights[-1], axis=0)
         grid = np.kron(grid / max(grid.max(), 1e-9), np.ones((8, 8), "float32"))
-        pieces = lambda ids: " ".join(self.tokenizer.id_to_piece(int(i)) for i in ids)  # noqa: E731
-        legend = f"columns (source): {pieces(source_ids[0].numpy())}\n\nrows (translation): {pieces(tokens)}"
+        legend = f"columns (source): {' '.join(source)}\n\nrows (translation): {' '.join(translation)}"
         return grid[None, :, :, None], legend
 
 

@@ -72,6 +72,9 @@ def write_atomically(path, write):
     os.close(handle)
     try:
         write(partial)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(partial, 0o666 & ~umask)  # mkstemp's 0600 would hide the file from other users
         os.replace(partial, path)
     finally:
         if os.path.exists(partial):

@@ -1,0 +1,349 @@
+"""Query a TensorFlow Serving model server that serves the exported translator.
+
+    python -m serving.client "Guten Morgen." "Wo ist der Bahnhof?"          # REST, localhost:8501
+    python -m serving.client --protocol grpc --file sentences.de.txt       # gRPC, localhost:8500
+    echo "Guten Morgen." | python -m serving.client --scores
+    python -m serving.client --status          # or --metadata
+
+In Python:
+
+    client = RestClient("localhost", model="transformer")   # or GrpcClient(...)
+    for result in client.translate(["Guten Morgen."]):
+        print(result.score, result.translation)
+
+REST follows TensorFlow Serving's REST API (row-format `instances` requests); gRPC its
+`PredictionService` and `ModelService` with the `tensorflow-serving-api` protos. A call gives up
+after `timeout` seconds, retries a server that answers UNAVAILABLE (or cannot be reached yet) at
+most `retries` times within that time, and raises `ServingError` with the server's message.
+"""
+
+import argparse
+import dataclasses
+import http.client
+import json
+import socket
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+SIGNATURE = "serving_default"
+MAX_REQUEST_BYTES = 4 << 20
+
+
+class ServingError(RuntimeError):
+    """A request the server refused or could not answer; `code` is the HTTP status or the gRPC
+    status name, `message` the server's own error message."""
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclasses.dataclass(frozen=True)
+class Translation:
+    translation: str
+    score: float
+
+
+class _Unavailable(Exception):
+    """Raised inside an attempt when the server is not ready; the attempt is repeated."""
+
+
+class TranslationClient:
+    """What the REST and gRPC clients share: input checks, the size limit, the deadline and the
+    bounded retry. A model version or a version label may be pinned (not both)."""
+
+    protocol = None
+    default_port = None
+
+    def __init__(self, host="localhost", port=None, model="transformer", signature=SIGNATURE, version=None,
+                 label=None, timeout=30.0, retries=3, max_request_bytes=MAX_REQUEST_BYTES):
+        if version is not None and label is not None:
+            raise ValueError("pin a model version or a version label, not both")
+        if timeout <= 0 or retries < 0 or max_request_bytes <= 0:
+            raise ValueError("timeout and max_request_bytes must be positive and retries at least 0")
+        self.host, self.port = host, port or self.default_port
+        self.model, self.signature, self.version, self.label = model, signature, version, label
+        self.timeout, self.retries, self.max_request_bytes = timeout, retries, max_request_bytes
+
+    def close(self):
+        """Releases the connection (a gRPC channel); REST keeps none open."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    @property
+    def target(self):
+        return f"{self.host}:{self.port}"
+
+    def translate(self, sentences):
+        """Translations with their scores, one per sentence, in order."""
+        sentences = list(sentences)
+        if not sentences:
+            raise ValueError("nothing to translate: give at least one sentence")
+        for index, sentence in enumerate(sentences):
+            if not isinstance(sentence, str):
+                raise TypeError(f"sentence {index} is a {type(sentence).__name__}, not a str")
+        request, size = self._predict_request(sentences)
+        if size > self.max_request_bytes:
+            raise ValueError(
+                f"the request for {len(sentences)} sentences is {size} bytes, over the limit of "
+                f"{self.max_request_bytes} bytes; send fewer sentences per request"
+            )
+        translations, scores = self._call(lambda timeout: self._predict(request, timeout))
+        if len(translations) != len(sentences):
+            raise ServingError(f"{self.target} answered {len(translations)} translations for {len(sentences)} sentences")
+        return [Translation(text, float(score)) for text, score in zip(translations, scores)]
+
+    def status(self):
+        """The model's version states, as TensorFlow Serving's REST status JSON (over gRPC too)."""
+        return self._call(self._status)
+
+    def metadata(self):
+        """The model spec and its signature definitions, as TensorFlow Serving's REST metadata
+        JSON (over gRPC too)."""
+        return self._call(self._metadata)
+
+    def _call(self, attempt):
+        deadline, attempts, last = time.monotonic() + self.timeout, 0, None
+        while attempts <= self.retries and time.monotonic() < deadline:
+            if attempts:
+                time.sleep(min(0.1 * 2 ** (attempts - 1), max(0.0, deadline - time.monotonic())))
+            attempts += 1
+            try:
+                return attempt(max(deadline - time.monotonic(), 1e-3))
+            except _Unavailable as error:
+                last = error
+        raise ServingError(
+            f"{self.target} is unavailable ({self.protocol}, {attempts} attempts within {self.timeout:g} s): {last}",
+            code="UNAVAILABLE",
+        )
+
+
+class RestClient(TranslationClient):
+    """TensorFlow Serving's REST API (port 8501). A socket timeout bounds every connect and
+    read, so a call ends within about `timeout` unless the server trickles its answer."""
+
+    protocol, default_port = "REST", 8501
+
+    def _url(self, suffix=""):
+        url = f"http://{self.host}:{self.port}/v1/models/{urllib.parse.quote(self.model, safe='')}"
+        if self.version is not None:
+            url += f"/versions/{int(self.version)}"
+        elif self.label is not None:
+            url += f"/labels/{urllib.parse.quote(self.label, safe='')}"
+        return url + suffix
+
+    def _predict_request(self, sentences):
+        body = json.dumps({"signature_name": self.signature, "instances": sentences}).encode("utf-8")
+        return body, len(body)
+
+    def _predict(self, body, timeout):
+        answer = self._http(self._url(":predict"), body, timeout)
+        try:
+            predictions = answer["predictions"]
+            return [p["translation"] for p in predictions], [p["score"] for p in predictions]
+        except (KeyError, TypeError) as error:
+            raise ServingError(f"{self._url(':predict')}: unexpected answer {str(answer)[:200]!r}") from error
+
+    def _status(self, timeout):
+        return self._http(self._url(), None, timeout)
+
+    def _metadata(self, timeout):
+        return self._http(self._url("/metadata"), None, timeout)
+
+    def _http(self, url, body, timeout):
+        request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return json.loads(response.read().decode("utf-8"))
+        except urllib.error.HTTPError as error:
+            try:
+                message = error.read().decode("utf-8", "replace")
+            except (OSError, http.client.HTTPException):
+                message = error.reason
+            try:
+                message = json.loads(message)["error"]
+            except (ValueError, KeyError, TypeError):
+                pass
+            if error.code == 503:
+                raise _Unavailable(message) from error
+            raise ServingError(f"{url}: HTTP {error.code}: {message}", code=error.code) from error
+        except (urllib.error.URLError, ConnectionError) as error:
+            reason = getattr(error, "reason", error)
+            if isinstance(reason, (socket.timeout, TimeoutError)):
+                raise ServingError(f"{url}: no answer within {timeout:.3g} s", code="DEADLINE_EXCEEDED") from error
+            raise _Unavailable(reason) from error
+        except (socket.timeout, TimeoutError) as error:
+            raise ServingError(f"{url}: no answer within {timeout:.3g} s", code="DEADLINE_EXCEEDED") from error
+        except http.client.HTTPException as error:  # the connection broke off mid-answer
+            raise _Unavailable(f"{type(error).__name__}: {error}") from error
+
+
+class GrpcClient(TranslationClient):
+    """TensorFlow Serving's gRPC API (port 8500): PredictionService and ModelService."""
+
+    protocol, default_port = "gRPC", 8500
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        import grpc
+        from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
+
+        self._grpc = grpc
+        limit = self.max_request_bytes + (1 << 16)
+        self._channel = grpc.insecure_channel(
+            self.target, options=[("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", -1)]
+        )
+        self._predictions = prediction_service_pb2_grpc.PredictionServiceStub(self._channel)
+        self._models = model_service_pb2_grpc.ModelServiceStub(self._channel)
+
+    def close(self):
+        self._channel.close()
+
+    def _model_spec(self, spec, signature=None):
+        spec.name = self.model
+        if signature:
+            spec.signature_name = signature
+        if self.version is not None:
+            spec.version.value = int(self.version)
+        elif self.label is not None:
+            spec.version_label = self.label
+
+    def _predict_request(self, sentences):
+        import tensorflow as tf
+        from tensorflow_serving.apis import predict_pb2
+
+        request = predict_pb2.PredictRequest()
+        self._model_spec(request.model_spec, self.signature)
+        request.inputs["sentences"].CopyFrom(tf.make_tensor_proto(sentences, dtype=tf.string))
+        return request, request.ByteSize()
+
+    def _predict(self, request, timeout):
+        import tensorflow as tf
+
+        response = self._rpc(self._predictions.Predict, request, timeout)
+        if "translation" not in response.outputs or "score" not in response.outputs:
+            raise ServingError(f"{self.target}: the answer has no translation and score outputs")
+        translations = tf.make_ndarray(response.outputs["translation"])
+        scores = tf.make_ndarray(response.outputs["score"])
+        return [t.decode("utf-8") for t in translations], scores.tolist()
+
+    def _status(self, timeout):
+        from tensorflow_serving.apis import get_model_status_pb2
+
+        request = get_model_status_pb2.GetModelStatusRequest()
+        self._model_spec(request.model_spec)
+        response = self._rpc(self._models.GetModelStatus, request, timeout)
+        return _as_json(response)
+
+    def _metadata(self, timeout):
+        from tensorflow_serving.apis import get_model_metadata_pb2
+
+        request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+        self._model_spec(request.model_spec)
+        response = self._rpc(self._predictions.GetModelMetadata, request, timeout)
+        signatures = get_model_metadata_pb2.SignatureDefMap()
+        response.metadata["signature_def"].Unpack(signatures)
+        spec = response.model_spec
+        return {
+            "model_spec": {"name": spec.name, "signature_name": spec.signature_name, "version": str(spec.version.value)},
+            "metadata": {"signature_def": _as_json(signatures)},
+        }
+
+    def _rpc(self, method, request, timeout):
+        try:
+            return method(request, timeout=timeout)
+        except self._grpc.RpcError as error:
+            code = error.code()
+            if code == self._grpc.StatusCode.UNAVAILABLE:
+                raise _Unavailable(error.details()) from error
+            if code == self._grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise ServingError(f"{self.target}: no answer within {timeout:.3g} s", code=code.name) from error
+            raise ServingError(f"{self.target}: {code.name}: {error.details()}", code=code.name) from error
+
+
+def _as_json(message):
+    """A proto as TensorFlow Serving's REST API writes it: field names as in the .proto, default
+    values included."""
+    from google.protobuf import json_format
+
+    return json_format.MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+
+
+CLIENTS = {"rest": RestClient, "grpc": GrpcClient}
+
+
+def read_sentences(args, stdin):
+    """Sentences from the arguments, else from --file, else from stdin; one per line."""
+    if args.sentences and args.file:
+        raise ValueError("give sentences as arguments or with --file, not both")
+    if args.sentences:
+        return args.sentences
+    if args.file:
+        try:
+            return args.file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            raise ValueError(f"{args.file}: {error}") from error
+    return stdin.read().splitlines()
+
+
+def main(argv=None, stdin=None):
+    import pathlib
+
+    parser = argparse.ArgumentParser(
+        prog="python -m serving.client",
+        description="Translate sentences with a TensorFlow Serving model server, or show the model's status or metadata.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("sentences", nargs="*", help="sentences to translate (else --file, else stdin, one per line)")
+    parser.add_argument("--file", type=pathlib.Path, help="a UTF-8 file of sentences, one per line")
+    parser.add_argument("--protocol", choices=sorted(CLIENTS), default="rest", help="REST (port 8501) or gRPC (port 8500)")
+    parser.add_argument("--host", default="localhost", help="the model server's host")
+    parser.add_argument("--port", type=int, default=None, help="its port (default: 8501 for REST, 8500 for gRPC)")
+    parser.add_argument("--model", default="transformer", help="the model name in the server's models.config")
+    parser.add_argument("--signature", default=SIGNATURE, help="the signature to call")
+    pinned = parser.add_mutually_exclusive_group()
+    pinned.add_argument("--version", type=int, default=None, help="a model version (default: the server's choice)")
+    pinned.add_argument("--label", default=None, help="a version label, e.g. stable or canary")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds before a call gives up, retries included")
+    parser.add_argument("--retries", type=int, default=3, help="retries while the server answers UNAVAILABLE")
+    parser.add_argument("--max-request-bytes", type=int, default=MAX_REQUEST_BYTES, help="larger requests are refused before they are sent")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per request")
+    parser.add_argument("--scores", action="store_true", help="print each translation's score before it")
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--status", action="store_true", help="print the model's version status (JSON)")
+    action.add_argument("--metadata", action="store_true", help="print the model's signatures (JSON)")
+    args = parser.parse_args(argv)
+    if args.batch_size < 1:
+        parser.error("--batch-size must be at least 1")
+
+    client = None
+    try:
+        client = CLIENTS[args.protocol](
+            args.host, args.port, args.model, args.signature, args.version, args.label,
+            args.timeout, args.retries, args.max_request_bytes,
+        )
+        if args.status or args.metadata:
+            print(json.dumps(client.status() if args.status else client.metadata(), indent=2))
+            return
+        sentences = read_sentences(args, stdin or sys.stdin)
+        if not sentences:
+            raise ValueError("nothing to translate: give sentences as arguments, with --file, or on stdin")
+        for start in range(0, len(sentences), args.batch_size):
+            for result in client.translate(sentences[start : start + args.batch_size]):
+                print(f"{result.score:.4f}\t{result.translation}" if args.scores else result.translation)
+    except (ValueError, TypeError, ServingError) as error:
+        parser.exit(1, f"error: {error}\n")
+    finally:
+        if client is not None:
+            client.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,362 @@
+"""The TensorFlow Serving clients and configuration, against a protocol-faithful stand-in
+(tests/serving_standin.py) that runs real exported SavedModels."""
+
+import io
+import json
+import pathlib
+import re
+import socket
+import time
+import urllib.error
+import urllib.request
+
+import grpc
+import pytest
+import tensorflow as tf
+import yaml
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format, wrappers_pb2
+from tensorflow_serving.apis import (
+    get_model_metadata_pb2,
+    model_pb2,
+    predict_pb2,
+    prediction_log_pb2,
+    prediction_service_pb2_grpc,
+)
+from tensorflow_serving.config import model_server_config_pb2
+
+import keras_transformer as kt
+from serving import client as serving_client
+from serving.client import GrpcClient, RestClient, ServingError, Translation
+from serving_standin import ModelServerStandIn
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+SERVING = REPO / "serving"
+CLIENTS = [RestClient, GrpcClient]
+
+
+@pytest.fixture(scope="module")
+def server(number_translator, tmp_path_factory):
+    """Model `numbers`: version 1 (beam 4) and version 2 (greedy), labelled stable and canary."""
+    model, tokenizer, pairs = number_translator
+    base = tmp_path_factory.mktemp("models") / "numbers"
+    kt.export_saved_model(kt.Translator(model, tokenizer, beam_size=4), base)
+    kt.export_saved_model(kt.Translator(model, tokenizer, beam_size=1), base)
+    with ModelServerStandIn("numbers", base, labels={"stable": 1, "canary": 2}) as stand_in:
+        stand_in.pairs = pairs[:6]
+        yield stand_in
+
+
+@pytest.fixture(autouse=True)
+def _healthy(server):
+    server.delay = 0.0
+    server.fail_next(0)
+
+
+def client_for(server, kind, **options):
+    port = server.rest_port if kind is RestClient else server.grpc_port
+    return kind("127.0.0.1", port, model="numbers", **options)
+
+
+def http(server, path, body=None):
+    """(status, JSON answer) of a raw REST request."""
+    data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+    request = urllib.request.Request(f"http://127.0.0.1:{server.rest_port}{path}", data=data)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+# The REST protocol.
+
+
+def test_rest_status_and_metadata(server):
+    status, answer = http(server, "/v1/models/numbers")
+    assert status == 200
+    assert answer == {"model_version_status": [
+        {"version": str(v), "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}} for v in (2, 1)
+    ]}
+    assert http(server, "/v1/models/numbers/versions/1")[1]["model_version_status"][0]["version"] == "1"
+
+    status, answer = http(server, "/v1/models/numbers/labels/stable/metadata")
+    assert status == 200
+    assert answer["model_spec"] == {"name": "numbers", "signature_name": "", "version": "1"}
+    signatures = answer["metadata"]["signature_def"]["signature_def"]
+    assert {"serving_default", "translate"} <= set(signatures)
+    translate = signatures["translate"]
+    assert translate["method_name"] == "tensorflow/serving/predict"
+    assert translate["inputs"]["sentences"]["dtype"] == "DT_STRING"
+    assert translate["inputs"]["sentences"]["tensor_shape"]["dim"] == [{"size": "-1", "name": ""}]
+    assert {name: output["dtype"] for name, output in translate["outputs"].items()} == {
+        "translation": "DT_STRING", "score": "DT_FLOAT", "tokens": "DT_INT32"}
+
+
+def test_rest_predict_row_and_columnar(server):
+    german, english = zip(*server.pairs)
+    status, rows = http(server, "/v1/models/numbers:predict", {"instances": list(german)})
+    assert status == 200
+    assert [p["translation"] for p in rows["predictions"]] == list(english)
+    assert all(set(p) == {"translation", "score", "tokens"} and p["score"] < 0 for p in rows["predictions"])
+
+    named = http(server, "/v1/models/numbers:predict",
+                 {"signature_name": "translate", "instances": [{"sentences": s} for s in german]})[1]
+    assert named == rows
+
+    status, columns = http(server, "/v1/models/numbers:predict", {"inputs": {"sentences": list(german)}})
+    assert status == 200
+    assert columns["outputs"]["translation"] == list(english)
+    assert columns["outputs"]["score"] == [p["score"] for p in rows["predictions"]]
+    assert http(server, "/v1/models/numbers:predict", {"inputs": list(german)})[1] == columns
+
+    # Version 2 (greedy) by label and by number; the numbers task needs no beam to be exact.
+    canary = http(server, "/v1/models/numbers/labels/canary:predict", {"instances": list(german)})[1]
+    assert [p["translation"] for p in canary["predictions"]] == list(english)
+    assert http(server, "/v1/models/numbers/versions/2:predict", {"instances": list(german)})[1] == canary
+
+
+@pytest.mark.parametrize(
+    "path, body, status, message",
+    [
+        ("/v1/models/words:predict", {"instances": ["eins"]}, 404, r"Servable not found for request: Latest\(words\)"),
+        ("/v1/models/numbers/versions/7:predict", {"instances": ["eins"]}, 404, r"Specific\(numbers, 7\)"),
+        ("/v1/models/numbers:predict", {"signature_name": "classify", "instances": ["eins"]}, 400,
+         r'Serving signature name: "classify" not found in signature def'),
+        ("/v1/models/numbers:predict", b"{'instances': [", 400, r"JSON Parse error"),
+        ("/v1/models/numbers:predict", {"instances": ["eins"], "inputs": ["eins"]}, 400,
+         r"expecting only one of 'inputs' or 'instances' keys to exist"),
+        ("/v1/models/numbers:predict", {"signature_name": "translate"}, 400, r"Missing 'inputs' or 'instances' key"),
+        ("/v1/models/numbers:predict", {"instances": []}, 400, r"No values in 'instances' array"),
+        ("/v1/models/numbers:predict", {"instances": [{"text": "eins"}]}, 400, r"keys of every object must be equal to \['sentences'\]"),
+        ("/v1/models/numbers:classify", {"instances": ["eins"]}, 400, r"Malformed request: POST /v1/models/numbers:classify"),
+        ("/v1/models/words", None, 404, r"Could not find any versions of model words"),
+        ("/v1/models/numbers/versions/7", None, 404, r"Could not find version 7 of model numbers"),
+    ],
+)
+def test_rest_errors(server, path, body, status, message):
+    answer_status, answer = http(server, path, body)
+    assert answer_status == status
+    assert set(answer) == {"error"} and re.search(message, answer["error"])
+
+
+# The gRPC protocol, with the official protos.
+
+
+def test_grpc_predict_and_metadata(server):
+    german, english = zip(*server.pairs)
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(name="numbers", signature_name="translate"))
+        request.inputs["sentences"].CopyFrom(tf.make_tensor_proto(list(german), dtype=tf.string))
+        response = stub.Predict(request, timeout=60)
+        assert [t.decode() for t in tf.make_ndarray(response.outputs["translation"])] == list(english)
+        assert response.model_spec.version.value == 2 and response.model_spec.signature_name == "translate"
+        assert tf.make_ndarray(response.outputs["tokens"]).shape[0] == len(german)
+
+        metadata = stub.GetModelMetadata(get_model_metadata_pb2.GetModelMetadataRequest(
+            model_spec=model_pb2.ModelSpec(name="numbers", version_label="stable"), metadata_field=["signature_def"]), timeout=60)
+        signatures = get_model_metadata_pb2.SignatureDefMap()
+        assert metadata.metadata["signature_def"].Unpack(signatures)
+        assert metadata.model_spec.version.value == 1
+        assert signatures.signature_def["serving_default"].inputs["sentences"].dtype == tf.string.as_datatype_enum
+
+        request.model_spec.name = "words"
+        with pytest.raises(grpc.RpcError) as error:
+            stub.Predict(request, timeout=60)
+        assert error.value.code() == grpc.StatusCode.NOT_FOUND
+        assert "Servable not found for request: Latest(words)" in error.value.details()
+
+
+# The clients.
+
+
+@pytest.mark.parametrize("kind", CLIENTS)
+def test_client_translates_and_reports(server, kind):
+    german, english = zip(*server.pairs)
+    results = client_for(server, kind).translate(german)
+    assert [r.translation for r in results] == list(english)
+    assert all(isinstance(r, Translation) and r.score < 0 for r in results)
+    assert [r.translation for r in client_for(server, kind, label="canary").translate(german)] == list(english)
+
+    # Status and metadata in the REST JSON form, whichever the protocol.
+    assert client_for(server, kind).status() == http(server, "/v1/models/numbers")[1]
+    assert client_for(server, kind, version=1).status() == http(server, "/v1/models/numbers/versions/1")[1]
+    assert client_for(server, kind, label="stable").metadata() == http(server, "/v1/models/numbers/labels/stable/metadata")[1]
+
+
+@pytest.mark.parametrize("kind", CLIENTS)
+def test_client_errors_carry_the_servers_message(server, kind):
+    with pytest.raises(ServingError, match=r'Serving signature name: "classify" not found') as error:
+        client_for(server, kind, signature="classify").translate(["eins"])
+    assert error.value.code in (400, "INVALID_ARGUMENT")
+    with pytest.raises(ServingError, match=r"Servable not found for request: Specific\(numbers, 9\)") as error:
+        client_for(server, kind, version=9).translate(["eins"])
+    assert error.value.code in (404, "NOT_FOUND")
+
+
+@pytest.mark.parametrize("kind", CLIENTS)
+def test_client_retries_unavailable_a_bounded_number_of_times(server, kind):
+    server.fail_next(2)
+    calls = server.calls
+    assert client_for(server, kind, retries=2).translate(["eins zwei"])[0].translation == "one two"
+    assert server.calls - calls == 3
+
+    server.fail_next(10)
+    calls = server.calls
+    with pytest.raises(ServingError, match=r"unavailable \((REST|gRPC), 3 attempts within 30 s\): the model server is not ready yet") as error:
+        client_for(server, kind, retries=2).translate(["eins"])
+    assert error.value.code == "UNAVAILABLE" and server.calls - calls == 3
+
+
+@pytest.mark.parametrize("kind", CLIENTS)
+def test_client_gives_up_at_its_timeout(server, kind):
+    server.delay = 3.0
+    start = time.monotonic()
+    with pytest.raises(ServingError, match="no answer within") as error:
+        client_for(server, kind, timeout=0.5).translate(["eins"])
+    assert time.monotonic() - start < server.delay  # it did not wait for the server's answer
+    assert error.value.code == "DEADLINE_EXCEEDED"
+
+
+@pytest.mark.parametrize("kind", CLIENTS)
+def test_unreachable_server_is_reported_within_the_timeout(kind):
+    with socket.socket() as probe:  # a port on which nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    start = time.monotonic()
+    with pytest.raises(ServingError, match=rf"127.0.0.1:{port} is unavailable") as error:
+        kind("127.0.0.1", port, timeout=2.0, retries=100).translate(["eins"])
+    assert time.monotonic() - start < 2.0 + 1.0
+    assert error.value.code == "UNAVAILABLE"
+
+
+@pytest.mark.parametrize("kind", CLIENTS)
+def test_client_refuses_empty_and_oversized_requests_before_sending(server, kind):
+    calls = server.calls
+    with pytest.raises(ValueError, match="nothing to translate"):
+        client_for(server, kind).translate([])
+    with pytest.raises(ValueError, match=r"the request for 2 sentences is \d+ bytes, over the limit of 200 bytes"):
+        client_for(server, kind, max_request_bytes=200).translate(["eins " * 20, "zwei " * 20])
+    with pytest.raises(TypeError, match="sentence 1 is a bytes, not a str"):
+        client_for(server, kind).translate(["eins", b"zwei"])
+    assert server.calls == calls
+
+
+def test_command_line(server, capsys, tmp_path):
+    german, english = zip(*server.pairs)
+    rest = ["--port", str(server.rest_port), "--host", "127.0.0.1", "--model", "numbers"]
+    serving_client.main([*rest, *german[:2]])
+    assert capsys.readouterr().out.splitlines() == list(english[:2])
+
+    (tmp_path / "de.txt").write_text("\n".join(german) + "\n", encoding="utf-8")
+    serving_client.main(["--protocol", "grpc", "--port", str(server.grpc_port), "--host", "127.0.0.1",
+                         "--model", "numbers", "--file", str(tmp_path / "de.txt"), "--batch-size", "4", "--scores"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[1] for line in lines] == list(english)
+    assert all(float(line.split("\t")[0]) < 0 for line in lines)
+
+    serving_client.main(rest, stdin=io.StringIO(german[0] + "\n"))
+    assert capsys.readouterr().out.splitlines() == [english[0]]
+
+    serving_client.main([*rest, "--status"])
+    assert json.loads(capsys.readouterr().out)["model_version_status"][0]["version"] == "2"
+
+    for arguments, stdin, message in [
+        (rest, "", "nothing to translate: give sentences as arguments, with --file, or on stdin"),
+        ([*rest, "--file", str(tmp_path / "missing.txt")], "", r"missing.txt: \[Errno 2\] No such file"),
+        ([*rest, "--model", "words", "eins"], "", r"HTTP 404: Servable not found"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            serving_client.main(arguments, stdin=io.StringIO(stdin))
+        assert exit_info.value.code == 1
+        assert re.search(message, capsys.readouterr().err)
+
+
+def test_warmup_records_parse_and_replay(server):
+    path = server.servables[1].dir / "assets.extra" / "tf_serving_warmup_requests"
+    records = [prediction_log_pb2.PredictionLog.FromString(r) for r in tf.data.TFRecordDataset(str(path)).as_numpy_iterator()]
+    assert [r.WhichOneof("log_type") for r in records] == ["predict_log"]
+    request = records[0].predict_log.request
+    assert request.model_spec.name == "numbers" and request.model_spec.signature_name == "serving_default"
+    calls = server.calls
+    assert server.replay_warmup(1) == 1 and server.replay_warmup(2) == 1
+    assert server.calls - calls == 2
+
+
+# The files in serving/.
+
+
+def config_message(name, fields):
+    """A message class for a TensorFlow Serving config proto, built from its field list in
+    tensorflow_serving (the pip package ships the API protos, not these two)."""
+    file = descriptor_pb2.FileDescriptorProto(name=f"{name}.proto", package="tensorflow.serving",
+                                              dependency=["google/protobuf/wrappers.proto"], syntax="proto3")
+    for message_name, message_fields in fields.items():
+        message = file.message_type.add(name=message_name)
+        for number, (field, kind, label) in enumerate(message_fields, start=1):
+            entry = message.field.add(name=field, number=number, label=label)
+            if kind.startswith("."):
+                entry.type, entry.type_name = descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE, kind
+            else:
+                entry.type = getattr(descriptor_pb2.FieldDescriptorProto, f"TYPE_{kind}")
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
+    pool.AddSerializedFile(file.SerializeToString())
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tensorflow.serving.{name}"))
+
+
+OPTIONAL, REPEATED = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL, descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
+INT64 = (".google.protobuf.Int64Value", OPTIONAL)
+BatchingParameters = config_message("BatchingParameters", {"BatchingParameters": [  # session_bundle_config.proto
+    ("max_batch_size", *INT64), ("batch_timeout_micros", *INT64), ("max_enqueued_batches", *INT64),
+    ("num_batch_threads", *INT64), ("thread_pool_name", ".google.protobuf.StringValue", OPTIONAL),
+    ("allowed_batch_sizes", "INT64", REPEATED), ("pad_variable_length_inputs", "BOOL", OPTIONAL),
+]})
+MonitoringConfig = config_message("MonitoringConfig", {  # monitoring_config.proto
+    "PrometheusConfig": [("enable", "BOOL", OPTIONAL), ("path", "STRING", OPTIONAL)],
+    "MonitoringConfig": [("prometheus_config", ".tensorflow.serving.PrometheusConfig", OPTIONAL)],
+})
+
+
+def test_models_config_is_a_model_server_config():
+    config = text_format.Parse((SERVING / "models.config").read_text(), model_server_config_pb2.ModelServerConfig())
+    (model,) = config.model_config_list.config
+    assert (model.name, model.base_path, model.model_platform) == ("transformer", "/models/transformer", "tensorflow")
+    assert model.model_version_policy.latest.num_versions == 1
+
+
+def test_readme_rollout_configs_parse():
+    """The README's roll-out and roll-back configs are valid ModelServerConfig text protos."""
+    readme = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```(?:protobuf|textproto)\n(.*?)```", readme, re.S)
+    policies = []
+    for block in blocks:
+        config = text_format.Parse(block, model_server_config_pb2.ModelServerConfig())
+        (model,) = config.model_config_list.config
+        policies.append((list(model.model_version_policy.specific.versions), dict(model.version_labels)))
+    assert ([1, 2], {"stable": 1, "canary": 2}) in policies  # roll-out: both versions, labelled
+    assert ([1], {"stable": 1}) in policies  # roll-back: version 1 only
+
+
+def test_batching_and_monitoring_configs_parse():
+    batching = text_format.Parse((SERVING / "batching.config").read_text(), BatchingParameters())
+    assert batching.max_batch_size.value >= 1 and batching.num_batch_threads.value >= 1
+    assert batching.batch_timeout_micros.value > 0
+    monitoring = text_format.Parse((SERVING / "monitoring.config").read_text(), MonitoringConfig())
+    assert monitoring.prometheus_config.enable
+    assert monitoring.prometheus_config.path == "/monitoring/prometheus/metrics"
+
+
+def test_compose_file_pins_the_tensorflow_release():
+    compose = yaml.safe_load((SERVING / "docker-compose.yml").read_text())
+    release = ".".join(tf.__version__.split(".")[:2])
+    cpu, gpu = compose["services"]["serving"], compose["services"]["serving-gpu"]
+    assert cpu["image"] == f"tensorflow/serving:{release}.0"
+    assert gpu["image"] == f"tensorflow/serving:{release}.0-gpu" and gpu["profiles"] == ["gpu"]
+    assert cpu["ports"] == ["8500:8500", "8501:8501"]
+    flags = dict(flag.lstrip("-").split("=", 1) for flag in cpu["command"])
+    assert flags["enable_batching"] == "true"
+    mounts = {volume.split(":")[1]: volume.split(":")[0] for volume in cpu["volumes"]}
+    for flag in ("model_config_file", "batching_parameters_file", "monitoring_config_file"):
+        assert (SERVING / mounts[flags[flag]]).is_file(), flag
+    assert mounts["/models"] == "../exports"
