@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test data venv clean
+.PHONY: demo test bench data venv clean
 
 venv: $(INSTALLED)
 
@@ -36,6 +36,11 @@ demo: $(INSTALLED)
 		--max-minutes $(DEMO_MINUTES) --output-dir $(DEMO_DIR) --export-dir $(DEMO_EXPORT) $(DEMO_ARGS)
 	$(BIN)/python -m serving.translate --model $(DEMO_EXPORT) "Guten Morgen." "Das Haus ist sehr alt." \
 		"Ich habe heute keine Zeit." "Wo ist der Bahnhof?" "Er spricht gut Englisch."
+
+# Speed and memory against peers measured in the same run (a few minutes on 2 cores):
+# rewrites benchmarks/README.md and benchmarks/results.json.
+bench: $(INSTALLED)
+	$(BIN)/python -m benchmarks.bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,330 @@
+"""Speed and memory of keras-transformer, each against a peer measured in the same run.
+
+    python -m benchmarks.bench                      # CPU, a few minutes; rewrites benchmarks/README.md
+    python -m benchmarks.bench --quick --output -   # a tiny setting, for the tests
+
+Every figure is the median of `--repeats` timed repetitions after warm-up runs.
+"""
+
+import argparse
+import datetime
+import json
+import pathlib
+import platform
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import numpy as np
+
+RESULTS = "benchmarks/README.md"
+
+
+def median_seconds(function, repeats, warmup=2):
+    for _ in range(warmup):
+        function()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def matmul_rate(repeats, sizes=(512, 1024, 2048, 4096)):
+    """This machine's float32 matmul rate through TensorFlow, FLOP/s: the best over square sizes
+    of the median of `repeats` products."""
+    import tensorflow as tf
+
+    rates = []
+    for size in sizes:
+        a = tf.random.normal([size, size])
+        matmul = tf.function(lambda: tf.matmul(a, a))
+        rates.append(2 * size**3 / median_seconds(lambda: matmul().numpy(), repeats))
+    return max(rates)
+
+
+def training_flops(config, batch, source_length, target_length):
+    """Matmul FLOPs of one training step (forward and backward = 3 x forward), from the layer
+    sizes of §3: projections, feed-forward, attention scores and values, and the logits."""
+    d, ff, v = config.d_model, config.d_ff, config.vocab_size
+    s, t = batch * source_length, batch * target_length
+    encoder = 2 * s * (4 * d * d + 2 * d * ff) + 4 * s * source_length * d
+    decoder = 2 * t * (6 * d * d + 2 * d * ff) + 4 * t * target_length * d + 2 * s * 2 * d * d + 4 * t * source_length * d
+    return 3 * (config.num_layers * (encoder + decoder) + 2 * t * d * v)
+
+
+def training_throughput(config, batch, length, repeats, rate, jit_compile):
+    """Target tokens per second of a compiled training step, ours against the KerasHub peer."""
+    import keras
+
+    import keras_transformer as kt
+    from benchmarks.peer import KerasHubTransformer
+
+    rng = np.random.default_rng(0)
+    source = rng.integers(4, config.vocab_size, (batch, length)).astype("int32")
+    target = rng.integers(4, config.vocab_size, (batch, length + 1)).astype("int32")
+    inputs, labels = {"source": source, "target": target[:, :-1]}, target[:, 1:]
+
+    ours = kt.build_transformer(config)
+    ours.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy(), jit_compile=jit_compile)
+    peer = KerasHubTransformer(config).model
+    peer.compile(optimizer=kt.create_optimizer(config), jit_compile=jit_compile,
+                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0))
+    tokens = batch * length
+    rows = {}
+    for name, model in (("keras-transformer", ours), ("KerasHub layers", peer)):
+        seconds = median_seconds(lambda: model.train_on_batch(inputs, labels), repeats)
+        rows[name] = dict(params=model.count_params(), tokens_per_second=tokens / seconds,
+                          mfu=training_flops(config, batch, length, length) / seconds / rate)
+    return rows
+
+
+def decoding_speed(config, batch, length, repeats):
+    """Sentences per second: greedy with and without the cache, beam 4, and the KerasHub peer's
+    cached greedy decoding. Ours stops once every sentence has produced eos (random weights
+    produce it at random), so the peer is run for as many decoder steps as our greedy search
+    took on the same batch: the same work per sentence."""
+    import tensorflow as tf
+
+    import keras_transformer as kt
+    from benchmarks.peer import KerasHubTransformer
+
+    rng = np.random.default_rng(1)
+    source = tf.constant(rng.integers(4, config.vocab_size, (batch, 20)).astype("int32"))
+    model = kt.build_transformer(config)
+    peer = KerasHubTransformer(config)
+    greedy_ids = kt.greedy_search(model, source, max_length=length).numpy()
+    steps = int(np.max(np.count_nonzero(greedy_ids, axis=1)))
+    runs = {
+        "greedy, cached": lambda: kt.greedy_search(model, source, max_length=length, use_cache=True),
+        "greedy, full recomputation": lambda: kt.greedy_search(model, source, max_length=length, use_cache=False),
+        "beam 4, cached": lambda: kt.beam_search(model, source, beam_size=4, max_length=length),
+        "KerasHub greedy, cached": lambda: peer.greedy(source, steps),
+    }
+    rows = {}
+    for name, run in runs.items():
+        seconds = median_seconds(lambda: tf.nest.map_structure(lambda t: t.numpy(), run()), repeats, warmup=1)
+        rows[name] = dict(sentences_per_second=batch / seconds, ms_per_sentence=1000 * seconds / batch)
+    return dict(steps=steps, rows=rows)
+
+
+def padding_efficiency(quick):
+    """Real tokens over all tokens in batches: length-bucketed batches against fixed-size batches
+    of the same token budget, on synthetic sentences of 3 to 60 words."""
+    from keras_transformer.data import Corpus, pipeline_report
+    from keras_transformer.tokenizer import SubwordTokenizer
+
+    rng = np.random.default_rng(2)
+    words = [f"w{i}" for i in range(300)]
+    pairs = [(" ".join(rng.choice(words, n)), " ".join(rng.choice(words, n + rng.integers(-2, 3))))
+             for n in rng.integers(3, 60, 400 if quick else 4000)]
+    with tempfile.TemporaryDirectory() as directory:
+        tokenizer = SubwordTokenizer.train([side for pair in pairs for side in pair], 400, f"{directory}/t.model")
+        return {
+            bucketing: pipeline_report(Corpus(pairs).dataset(), tokenizer, 2000, 128, bucketing=bucketing).padding_efficiency
+            for bucketing in (True, False)
+        }
+
+
+PEAK_MEMORY = textwrap.dedent(
+    """
+    import json, re, sys
+    import numpy as np
+    import keras_transformer as kt
+
+    def peak_kib():  # VmHWM starts afresh at exec; ru_maxrss would include the parent's pages
+        with open("/proc/self/status") as status:
+            return int(re.search(r"VmHWM:\\s+(\\d+) kB", status.read()).group(1))
+
+    config = kt.TransformerConfig.from_dict(json.loads(sys.argv[1]))
+    batch, length, what = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    model = kt.build_transformer(config)
+    rng = np.random.default_rng(0)
+    source = rng.integers(4, config.vocab_size, (batch, length)).astype("int32")
+    before = peak_kib()
+    if what == "training":
+        model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
+        for _ in range(3):
+            model.train_on_batch({"source": source, "target": source}, source)
+    else:
+        for _ in range(3):
+            kt.beam_search(model, source, beam_size=4, max_length=64)
+    print(json.dumps([before, peak_kib()]))
+    """
+)
+
+
+def peak_memory(config, batch, length):
+    """Peak resident memory (MiB) of a fresh process after 3 training steps or 3 beam searches,
+    and how much of it the work added over the built model."""
+    rows = {}
+    for what in ("training", "decoding"):
+        out = subprocess.run([sys.executable, "-c", PEAK_MEMORY, json.dumps(config.to_dict()), str(batch), str(length), what],
+                             capture_output=True, text=True, check=True).stdout
+        before, after = json.loads(out.strip().splitlines()[-1])
+        rows[what] = dict(peak_mib=after / 1024, added_mib=(after - before) / 1024)
+    return rows
+
+
+SAVED_MODEL = textwrap.dedent(
+    """
+    import json, sys, time
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+    translate = tf.saved_model.load(sys.argv[1]).signatures["translate"]
+    repeats = int(sys.argv[2])
+    sentences = ["Das ist ein kleiner Test, nicht mehr."] * 32
+    answers = {}
+    for batch in (1, 32):
+        batch_sentences = tf.constant(sentences[:batch])
+        for _ in range(2):
+            translate(sentences=batch_sentences)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            translate(sentences=batch_sentences)["translation"].numpy()
+            times.append(time.perf_counter() - start)
+        answers[batch] = times
+    print(json.dumps(answers))
+    """
+)
+
+
+def saved_model_latency(config, repeats, directory):
+    """p50/p99 latency at batch 1 and sentences per second at batch 32 of the exported
+    translator (beam 4), loaded in a fresh process with tensorflow and tensorflow_text only."""
+    import keras_transformer as kt
+
+    texts = ["Das ist ein kleiner Test, nicht mehr.", "this is a small test, nothing more."] * 50
+    tokenizer = kt.SubwordTokenizer.train(texts, 300, f"{directory}/tokenizer.model")
+    model = kt.build_transformer(config.__class__.from_dict({**config.to_dict(), "vocab_size": tokenizer.vocab_size}))
+    version = kt.export_saved_model(kt.Translator(model, tokenizer, beam_size=4), f"{directory}/export")
+    out = subprocess.run([sys.executable, "-c", SAVED_MODEL, str(version), str(repeats)],
+                         capture_output=True, text=True, check=True).stdout
+    times = json.loads(out.strip().splitlines()[-1])
+    return dict(p50_ms=1000 * np.percentile(times["1"], 50), p99_ms=1000 * np.percentile(times["1"], 99),
+                batch32_sentences_per_second=32 / float(np.median(times["32"])))
+
+
+def report(results):
+    lines = [
+        "# Benchmarks",
+        "",
+        "Written by `make bench` (`python -m benchmarks.bench`); do not edit by hand. Every figure is a",
+        "ratio against a peer measured in the same run: a model of the same size built from KerasHub's",
+        "`TransformerEncoder`/`TransformerDecoder` (benchmarks/peer.py), or our own decoding without",
+        "its cache (full recomputation each step, the method of the official TensorFlow tutorial).",
+        "The raw figures are in `results.json`.",
+        "",
+        f"`python -m benchmarks.bench {results['arguments']}` on {results['machine']}, {results['date']}.",
+        f"TensorFlow {results['versions']['tensorflow']}, Keras {results['versions']['keras']}, "
+        f"keras-hub {results['versions']['keras_hub']}. Medians of {results['repeats']} repetitions after warm-up.",
+        f"Matmul rate of this machine (float32, TensorFlow, best square size): {results['matmul_flops'] / 1e9:.1f} GFLOP/s.",
+        "",
+        "## Training step (forward, backward, Adam update)",
+        "",
+        "| preset | batch x length | model | parameters | target tokens/s | ratio to peer | MFU |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for setting in results["training"]:
+        peer = setting["rows"]["KerasHub layers"]
+        for name, row in setting["rows"].items():
+            ratio = f"{row['tokens_per_second'] / peer['tokens_per_second']:.2f}"
+            lines.append(f"| {setting['preset']} | {setting['shape']} | {name} | {row['params']:,} | "
+                         f"{row['tokens_per_second']:,.0f} | {ratio} | {100 * row['mfu']:.1f}% |")
+    lines += ["", "The peer's extra parameters are its untied output projection and learned positions "
+              "(KerasHub's `TokenAndPositionEmbedding`); MFU counts the same matmul FLOPs for both "
+              "(the layer sizes of §3, backward = 2 x forward) over the machine's matmul rate."]
+    lines += ["", f"## Decoding ({results['decoding_preset']} preset, random weights, source length 20, "
+              f"output up to {results['decoding_length']} tokens)", "",
+              "| batch | decoder steps | method | sentences/s | ms/sentence | speed-up over full recomputation |",
+              "| ---: | ---: | --- | ---: | ---: | ---: |"]
+    for setting in results["decoding"]:
+        base = setting["rows"]["greedy, full recomputation"]["sentences_per_second"]
+        for name, row in setting["rows"].items():
+            lines.append(f"| {setting['batch']} | {setting['steps']} | {name} | {row['sentences_per_second']:.1f} | "
+                         f"{row['ms_per_sentence']:.1f} | {row['sentences_per_second'] / base:.2f} |")
+    saved = results["saved_model"]
+    efficiency = results["padding_efficiency"]
+    lines += [
+        "", "## Exported SavedModel (tiny preset, random weights, beam 4, loaded in a fresh process)", "",
+        f"Batch 1: p50 {saved['p50_ms']:.1f} ms, p99 {saved['p99_ms']:.1f} ms. "
+        f"Batch 32: {saved['batch32_sentences_per_second']:.1f} sentences/s.",
+        "", "## Padding efficiency (real tokens / all tokens in batches)", "",
+        f"Length-bucketed batches: {100 * efficiency['True']:.1f}%; fixed-size batches of the same "
+        f"token budget: {100 * efficiency['False']:.1f}%.",
+        "", "## Peak resident memory (fresh process)", "",
+        "| work | peak MiB | added by the work, MiB |", "| --- | ---: | ---: |",
+    ]
+    for what, row in results["memory"].items():
+        lines.append(f"| {what} | {row['peak_mib']:.0f} | {row['added_mib']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="the tiny preset and one repetition (for tests)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repetitions of each measurement")
+    parser.add_argument("--jit-compile", action="store_true", help="compile the training steps with XLA")
+    parser.add_argument("--output", default=RESULTS, help="the markdown file to write ('-': stdout)")
+    args = parser.parse_args(argv)
+
+    import keras
+    import keras_hub
+    import tensorflow as tf
+
+    import keras_transformer as kt
+
+    repeats = 1 if args.quick else args.repeats
+    presets = [("tiny", 8, 16)] if args.quick else [("small", 32, 32), ("base", 8, 32)]
+    vocab = 500 if args.quick else 8000
+    config_of = lambda preset: kt.TransformerConfig.preset(preset, vocab_size=vocab, dropout=0.0, max_length=128)  # noqa: E731
+    results = dict(
+        arguments=" ".join(argv if argv is not None else sys.argv[1:]),
+        machine=f"{platform.machine()}, {len(__import__('os').sched_getaffinity(0))} CPU cores, "
+                + ", ".join(d.device_type for d in tf.config.list_physical_devices()),
+        date=datetime.date.today().isoformat(),
+        versions=dict(tensorflow=tf.__version__, keras=keras.__version__, keras_hub=keras_hub.__version__),
+        repeats=repeats,
+    )
+    steps = ["matmul rate", "training", "decoding", "saved model", "padding", "memory"]
+    progress = keras.utils.Progbar(len(steps), stateful_metrics=["step"])
+    progress.update(0, [("step", 0)])
+    results["matmul_flops"] = matmul_rate(max(repeats, 5), (256, 512) if args.quick else (512, 1024, 2048, 4096))
+    progress.update(1)
+    results["training"] = [
+        dict(preset=preset, shape=f"{batch} x {length}",
+             rows=training_throughput(config_of(preset), batch, length, repeats, results["matmul_flops"], args.jit_compile))
+        for preset, batch, length in presets
+    ]
+    progress.update(2)
+    length = 8 if args.quick else 64
+    results.update(decoding_preset=presets[0][0], decoding_length=length)
+    results["decoding"] = [dict(batch=batch, **decoding_speed(config_of(presets[0][0]), batch, length, repeats))
+                           for batch in (1, 32)]
+    progress.update(3)
+    with tempfile.TemporaryDirectory() as directory:
+        results["saved_model"] = saved_model_latency(config_of("tiny"), 5 if args.quick else 50, directory)
+    progress.update(4)
+    results["padding_efficiency"] = {str(k): v for k, v in padding_efficiency(args.quick).items()}
+    progress.update(5)
+    results["memory"] = peak_memory(config_of(presets[0][0]), *presets[0][1:])
+    progress.update(6)
+    text = report(results)
+    if args.output == "-":
+        print(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as file:
+            file.write(text)
+        with open(pathlib.Path(args.output).parent / "results.json", "w", encoding="utf-8") as file:
+            json.dump(results, file, indent=2)
+        print(f"results written to {args.output}")
+
+
+if __name__ == "__main__":
+    main()
