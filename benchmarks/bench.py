@@ -2,6 +2,8 @@
 
     python -m benchmarks.bench                      # CPU, a few minutes; rewrites benchmarks/README.md
     python -m benchmarks.bench --quick --output -   # a tiny setting, for the tests
+    python -m benchmarks.bench --gpu                # a GPU: bf16, XLA off and on, the base preset at
+                                                    # the paper's 25000-token batch; writes benchmarks/GPU.md
 
 Every figure is the median of `--repeats` timed repetitions after warm-up runs.
 """
@@ -9,6 +11,7 @@ Every figure is the median of `--repeats` timed repetitions after warm-up runs.
 import argparse
 import datetime
 import json
+import os
 import pathlib
 import platform
 import subprocess
@@ -33,14 +36,14 @@ def median_seconds(function, repeats, warmup=2):
     return float(np.median(times))
 
 
-def matmul_rate(repeats, sizes=(512, 1024, 2048, 4096)):
-    """This machine's float32 matmul rate through TensorFlow, FLOP/s: the best over square sizes
-    of the median of `repeats` products."""
+def matmul_rate(repeats, sizes=(512, 1024, 2048, 4096), dtype="float32"):
+    """This machine's matmul rate through TensorFlow, FLOP/s: the best over square sizes of the
+    median of `repeats` products."""
     import tensorflow as tf
 
     rates = []
     for size in sizes:
-        a = tf.random.normal([size, size])
+        a = tf.cast(tf.random.normal([size, size]), dtype)
         matmul = tf.function(lambda: tf.matmul(a, a))
         rates.append(2 * size**3 / median_seconds(lambda: matmul().numpy(), repeats))
     return max(rates)
@@ -218,23 +221,25 @@ def report(results):
         "ratio against a peer measured in the same run: a model of the same size built from KerasHub's",
         "`TransformerEncoder`/`TransformerDecoder` (benchmarks/peer.py), or our own decoding without",
         "its cache (full recomputation each step, the method of the official TensorFlow tutorial).",
-        "The raw figures are in `results.json`.",
+        "The raw figures are in `results.json`. On a GPU, `python -m benchmarks.bench --gpu` writes the",
+        "same tables to `GPU.md` (bfloat16, XLA off and on, the base preset at 25000 tokens a step).",
         "",
         f"`python -m benchmarks.bench {results['arguments']}` on {results['machine']}, {results['date']}.",
         f"TensorFlow {results['versions']['tensorflow']}, Keras {results['versions']['keras']}, "
         f"keras-hub {results['versions']['keras_hub']}. Medians of {results['repeats']} repetitions after warm-up.",
-        f"Matmul rate of this machine (float32, TensorFlow, best square size): {results['matmul_flops'] / 1e9:.1f} GFLOP/s.",
+        f"Keras dtype policy {results['policy']}. Matmul rate of this machine ({results['matmul_dtype']}, TensorFlow, "
+        f"best square size): {results['matmul_flops'] / 1e9:.1f} GFLOP/s.",
         "",
         "## Training step (forward, backward, Adam update)",
         "",
-        "| preset | batch x length | model | parameters | target tokens/s | ratio to peer | MFU |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+        "| preset | batch x length | XLA | model | parameters | target tokens/s | ratio to peer | MFU |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for setting in results["training"]:
         peer = setting["rows"]["KerasHub layers"]
         for name, row in setting["rows"].items():
             ratio = f"{row['tokens_per_second'] / peer['tokens_per_second']:.2f}"
-            lines.append(f"| {setting['preset']} | {setting['shape']} | {name} | {row['params']:,} | "
+            lines.append(f"| {setting['preset']} | {setting['shape']} | {'on' if setting['xla'] else 'off'} | {name} | {row['params']:,} | "
                          f"{row['tokens_per_second']:,.0f} | {ratio} | {100 * row['mfu']:.1f}% |")
     lines += ["", "The peer's extra parameters are its untied output projection and learned positions "
               "(KerasHub's `TokenAndPositionEmbedding`); MFU counts the same matmul FLOPs for both "
@@ -270,9 +275,18 @@ def main(argv=None):
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="the tiny preset and one repetition (for tests)")
     parser.add_argument("--repeats", type=int, default=5, help="timed repetitions of each measurement")
-    parser.add_argument("--jit-compile", action="store_true", help="compile the training steps with XLA")
-    parser.add_argument("--output", default=RESULTS, help="the markdown file to write ('-': stdout)")
+    parser.add_argument("--gpu", action="store_true",
+                        help="the GPU setting: bf16, XLA off and on, the base preset at 25000 target tokens")
+    parser.add_argument("--xla", choices=["off", "on", "both"], default=None,
+                        help="compile the training steps with XLA (default: off; both with --gpu)")
+    parser.add_argument("--mixed-precision", choices=["off", "bf16"], default=None,
+                        help="the Keras dtype policy (default: off; bf16 with --gpu)")
+    parser.add_argument("--output", default=None, help="the markdown file to write ('-': stdout; "
+                        f"default {RESULTS}, benchmarks/GPU.md with --gpu)")
     args = parser.parse_args(argv)
+    xla = {"off": [False], "on": [True], "both": [False, True]}[args.xla or ("both" if args.gpu else "off")]
+    bf16 = (args.mixed_precision or ("bf16" if args.gpu else "off")) == "bf16"
+    output = args.output or ("benchmarks/GPU.md" if args.gpu else RESULTS)
 
     import keras
     import keras_hub
@@ -281,13 +295,21 @@ def main(argv=None):
     import keras_transformer as kt
 
     repeats = 1 if args.quick else args.repeats
-    presets = [("tiny", 8, 16)] if args.quick else [("small", 32, 32), ("base", 8, 32)]
+    if args.quick:
+        presets = [("tiny", 8, 16)]
+    elif args.gpu:
+        presets = [("base", 500, 50)]  # 25000 target tokens a step, the paper's batch (§5.1)
+    else:
+        presets = [("small", 32, 32), ("base", 8, 32)]
+    keras.config.set_dtype_policy("mixed_bfloat16" if bf16 else "float32")
+    gpus = tf.config.list_physical_devices("GPU")
+    device = tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU") if gpus else "no GPU"
     vocab = 500 if args.quick else 8000
     config_of = lambda preset: kt.TransformerConfig.preset(preset, vocab_size=vocab, dropout=0.0, max_length=128)  # noqa: E731
     results = dict(
         arguments=" ".join(argv if argv is not None else sys.argv[1:]),
-        machine=f"{platform.machine()}, {len(__import__('os').sched_getaffinity(0))} CPU cores, "
-                + ", ".join(d.device_type for d in tf.config.list_physical_devices()),
+        machine=f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPU cores, {device}",
+        policy=keras.config.dtype_policy().name, matmul_dtype="bfloat16" if bf16 else "float32",
         date=datetime.date.today().isoformat(),
         versions=dict(tensorflow=tf.__version__, keras=keras.__version__, keras_hub=keras_hub.__version__),
         repeats=repeats,
@@ -295,12 +317,14 @@ def main(argv=None):
     steps = ["matmul rate", "training", "decoding", "saved model", "padding", "memory"]
     progress = keras.utils.Progbar(len(steps), stateful_metrics=["step"])
     progress.update(0, [("step", 0)])
-    results["matmul_flops"] = matmul_rate(max(repeats, 5), (256, 512) if args.quick else (512, 1024, 2048, 4096))
+    sizes = (256, 512) if args.quick else (2048, 4096, 8192) if gpus else (512, 1024, 2048, 4096)
+    results["matmul_flops"] = matmul_rate(max(repeats, 5), sizes, results["matmul_dtype"])
     progress.update(1)
     results["training"] = [
-        dict(preset=preset, shape=f"{batch} x {length}",
-             rows=training_throughput(config_of(preset), batch, length, repeats, results["matmul_flops"], args.jit_compile))
+        dict(preset=preset, shape=f"{batch} x {length}", xla=jit_compile,
+             rows=training_throughput(config_of(preset), batch, length, repeats, results["matmul_flops"], jit_compile))
         for preset, batch, length in presets
+        for jit_compile in xla
     ]
     progress.update(2)
     length = 8 if args.quick else 64
@@ -316,14 +340,14 @@ def main(argv=None):
     results["memory"] = peak_memory(config_of(presets[0][0]), *presets[0][1:])
     progress.update(6)
     text = report(results)
-    if args.output == "-":
+    if output == "-":
         print(text)
     else:
-        with open(args.output, "w", encoding="utf-8") as file:
-            file.write(text)
-        with open(pathlib.Path(args.output).parent / "results.json", "w", encoding="utf-8") as file:
-            json.dump(results, file, indent=2)
-        print(f"results written to {args.output}")
+        output = pathlib.Path(output)
+        output.write_text(text, encoding="utf-8")
+        raw = output.parent / ("results.json" if output.name == "README.md" else output.stem + ".json")
+        raw.write_text(json.dumps(results, indent=2), encoding="utf-8")
+        print(f"results written to {output} and {raw}")
 
 
 if __name__ == "__main__":

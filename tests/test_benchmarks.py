@@ -19,3 +19,16 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
     assert set(results["decoding"][0]["rows"]) == {"greedy, cached", "greedy, full recomputation", "beam 4, cached", "KerasHub greedy, cached"}
     assert results["padding_efficiency"]["True"] > results["padding_efficiency"]["False"]
     assert results["memory"]["training"]["peak_mib"] > 0
+
+
+def test_training_benchmark_runs_with_xla_and_bfloat16():
+    """The GPU setting's training path (XLA, mixed_bfloat16), on the tiny preset and the CPU."""
+    import keras
+
+    import keras_transformer as kt
+
+    config = kt.TransformerConfig.preset("tiny", vocab_size=300, dropout=0.0, max_length=32)
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    rows = bench.training_throughput(config, 4, 8, repeats=1, rate=1e12, jit_compile=True)
+    assert set(rows) == {"keras-transformer", "KerasHub layers"}
+    assert all(row["tokens_per_second"] > 0 for row in rows.values())
