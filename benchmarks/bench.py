@@ -226,7 +226,9 @@ def report(results):
         "",
         f"`python -m benchmarks.bench {results['arguments']}` on {results['machine']}, {results['date']}.",
         f"TensorFlow {results['versions']['tensorflow']}, Keras {results['versions']['keras']}, "
-        f"keras-hub {results['versions']['keras_hub']}. Medians of {results['repeats']} repetitions after warm-up.",
+        f"keras-hub {results['versions']['keras_hub']}. Medians of {results['repeats']} repetitions after warm-up"
+        + ("; on a 2-core CPU the training ratios moved by up to 25% between two runs, so compare figures "
+           "within one run, and the decoding ratios rather than the training ones." if "no GPU" in results["machine"] else "."),
         f"Keras dtype policy {results['policy']}. Matmul rate of this machine ({results['matmul_dtype']}, TensorFlow, "
         f"best square size): {results['matmul_flops'] / 1e9:.1f} GFLOP/s.",
         "",
