@@ -135,6 +135,7 @@ def padding_efficiency(quick):
 PEAK_MEMORY = textwrap.dedent(
     """
     import json, re, sys
+    import keras
     import numpy as np
     import keras_transformer as kt
 
@@ -143,7 +144,8 @@ PEAK_MEMORY = textwrap.dedent(
             return int(re.search(r"VmHWM:\\s+(\\d+) kB", status.read()).group(1))
 
     config = kt.TransformerConfig.from_dict(json.loads(sys.argv[1]))
-    batch, length, what = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    batch, length, what, policy = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    keras.config.set_dtype_policy(policy)
     model = kt.build_transformer(config)
     rng = np.random.default_rng(0)
     source = rng.integers(4, config.vocab_size, (batch, length)).astype("int32")
@@ -160,12 +162,13 @@ PEAK_MEMORY = textwrap.dedent(
 )
 
 
-def peak_memory(config, batch, length):
-    """Peak resident memory (MiB) of a fresh process after 3 training steps or 3 beam searches,
-    and how much of it the work added over the built model."""
+def peak_memory(config, batch, length, policy):
+    """Peak resident host memory (MiB) of a fresh process under the Keras dtype `policy` after 3
+    training steps or 3 beam searches, and how much of it the work added over the built model."""
     rows = {}
     for what in ("training", "decoding"):
-        out = subprocess.run([sys.executable, "-c", PEAK_MEMORY, json.dumps(config.to_dict()), str(batch), str(length), what],
+        arguments = [json.dumps(config.to_dict()), str(batch), str(length), what, policy]
+        out = subprocess.run([sys.executable, "-c", PEAK_MEMORY, *arguments],
                              capture_output=True, text=True, check=True).stdout
         before, after = json.loads(out.strip().splitlines()[-1])
         rows[what] = dict(peak_mib=after / 1024, added_mib=(after - before) / 1024)
@@ -227,7 +230,7 @@ def report(results):
         f"`python -m benchmarks.bench {results['arguments']}` on {results['machine']}, {results['date']}.",
         f"TensorFlow {results['versions']['tensorflow']}, Keras {results['versions']['keras']}, "
         f"keras-hub {results['versions']['keras_hub']}. Medians of {results['repeats']} repetitions after warm-up"
-        + ("; on a 2-core CPU the training ratios moved by up to 25% between two runs, so compare figures "
+        + ("; on this project's 2-core CPU the training ratios moved by up to 25% between two runs, so compare figures "
            "within one run, and the decoding ratios rather than the training ones." if "no GPU" in results["machine"] else "."),
         f"Keras dtype policy {results['policy']}. Matmul rate of this machine ({results['matmul_dtype']}, TensorFlow, "
         f"best square size): {results['matmul_flops'] / 1e9:.1f} GFLOP/s.",
@@ -264,7 +267,7 @@ def report(results):
         "", "## Padding efficiency (real tokens / all tokens in batches)", "",
         f"Length-bucketed batches: {100 * efficiency['True']:.1f}%; fixed-size batches of the same "
         f"token budget: {100 * efficiency['False']:.1f}%.",
-        "", "## Peak resident memory (fresh process)", "",
+        "", "## Peak resident host memory (fresh process)", "",
         "| work | peak MiB | added by the work, MiB |", "| --- | ---: | ---: |",
     ]
     for what, row in results["memory"].items():
@@ -305,6 +308,8 @@ def main(argv=None):
         presets = [("small", 32, 32), ("base", 8, 32)]
     keras.config.set_dtype_policy("mixed_bfloat16" if bf16 else "float32")
     gpus = tf.config.list_physical_devices("GPU")
+    if args.gpu and not gpus:
+        parser.error("--gpu: TensorFlow sees no GPU here")
     device = tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU") if gpus else "no GPU"
     vocab = 500 if args.quick else 8000
     config_of = lambda preset: kt.TransformerConfig.preset(preset, vocab_size=vocab, dropout=0.0, max_length=128)  # noqa: E731
@@ -339,7 +344,7 @@ def main(argv=None):
     progress.update(4)
     results["padding_efficiency"] = {str(k): v for k, v in padding_efficiency(args.quick).items()}
     progress.update(5)
-    results["memory"] = peak_memory(config_of(presets[0][0]), *presets[0][1:])
+    results["memory"] = peak_memory(config_of(presets[0][0]), *presets[0][1:], results["policy"])
     progress.update(6)
     text = report(results)
     if output == "-":

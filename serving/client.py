@@ -30,6 +30,7 @@ import urllib.request
 
 SIGNATURE = "serving_default"
 MAX_REQUEST_BYTES = 4 << 20
+BATCH_SIZE = 32  # serving/batching.config's max_batch_size: the server refuses larger requests
 
 
 class ServingError(RuntimeError):
@@ -53,20 +54,22 @@ class _Unavailable(Exception):
 
 class TranslationClient:
     """What the REST and gRPC clients share: input checks, the size limit, the deadline and the
-    bounded retry. A model version or a version label may be pinned (not both)."""
+    bounded retry, and requests of at most `batch_size` sentences. A model version or a version
+    label may be pinned (not both)."""
 
     protocol = None
     default_port = None
 
     def __init__(self, host="localhost", port=None, model="transformer", signature=SIGNATURE, version=None,
-                 label=None, timeout=30.0, retries=3, max_request_bytes=MAX_REQUEST_BYTES):
+                 label=None, timeout=30.0, retries=3, max_request_bytes=MAX_REQUEST_BYTES, batch_size=BATCH_SIZE):
         if version is not None and label is not None:
             raise ValueError("pin a model version or a version label, not both")
-        if timeout <= 0 or retries < 0 or max_request_bytes <= 0:
-            raise ValueError("timeout and max_request_bytes must be positive and retries at least 0")
+        if timeout <= 0 or retries < 0 or max_request_bytes <= 0 or batch_size < 1:
+            raise ValueError("timeout, max_request_bytes and batch_size must be positive and retries at least 0")
         self.host, self.port = host, port or self.default_port
         self.model, self.signature, self.version, self.label = model, signature, version, label
         self.timeout, self.retries, self.max_request_bytes = timeout, retries, max_request_bytes
+        self.batch_size = batch_size
 
     def close(self):
         """Releases the connection (a gRPC channel); REST keeps none open."""
@@ -82,23 +85,29 @@ class TranslationClient:
         return f"{self.host}:{self.port}"
 
     def translate(self, sentences):
-        """Translations with their scores, one per sentence, in order."""
+        """Translations with their scores, one per sentence, in order; sent `batch_size`
+        sentences a request, and nothing is sent unless every request is within the size limit."""
         sentences = list(sentences)
         if not sentences:
             raise ValueError("nothing to translate: give at least one sentence")
         for index, sentence in enumerate(sentences):
             if not isinstance(sentence, str):
                 raise TypeError(f"sentence {index} is a {type(sentence).__name__}, not a str")
-        request, size = self._predict_request(sentences)
-        if size > self.max_request_bytes:
-            raise ValueError(
-                f"the request for {len(sentences)} sentences is {size} bytes, over the limit of "
-                f"{self.max_request_bytes} bytes; send fewer sentences per request"
-            )
-        translations, scores = self._call(lambda timeout: self._predict(request, timeout))
-        if len(translations) != len(sentences):
-            raise ServingError(f"{self.target} answered {len(translations)} translations for {len(sentences)} sentences")
-        return [Translation(text, float(score)) for text, score in zip(translations, scores)]
+        batches = [sentences[start : start + self.batch_size] for start in range(0, len(sentences), self.batch_size)]
+        requests = [self._predict_request(batch) for batch in batches]
+        for batch, (_, size) in zip(batches, requests):
+            if size > self.max_request_bytes:
+                raise ValueError(
+                    f"the request for {len(batch)} sentences is {size} bytes, over the limit of "
+                    f"{self.max_request_bytes} bytes; send fewer or shorter sentences per request"
+                )
+        results = []
+        for batch, (request, _) in zip(batches, requests):
+            translations, scores = self._call(lambda timeout: self._predict(request, timeout))
+            if len(translations) != len(batch):
+                raise ServingError(f"{self.target} answered {len(translations)} translations for {len(batch)} sentences")
+            results += [Translation(text, float(score)) for text, score in zip(translations, scores)]
+        return results
 
     def status(self):
         """The model's version states, as TensorFlow Serving's REST status JSON (over gRPC too)."""
@@ -314,7 +323,8 @@ def main(argv=None, stdin=None):
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds before a call gives up, retries included")
     parser.add_argument("--retries", type=int, default=3, help="retries while the server answers UNAVAILABLE")
     parser.add_argument("--max-request-bytes", type=int, default=MAX_REQUEST_BYTES, help="larger requests are refused before they are sent")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per request")
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE,
+                        help="sentences per request (at most batching.config's max_batch_size)")
     parser.add_argument("--scores", action="store_true", help="print each translation's score before it")
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--status", action="store_true", help="print the model's version status (JSON)")
@@ -327,7 +337,7 @@ def main(argv=None, stdin=None):
     try:
         client = CLIENTS[args.protocol](
             args.host, args.port, args.model, args.signature, args.version, args.label,
-            args.timeout, args.retries, args.max_request_bytes,
+            args.timeout, args.retries, args.max_request_bytes, args.batch_size,
         )
         if args.status or args.metadata:
             print(json.dumps(client.status() if args.status else client.metadata(), indent=2))
@@ -335,9 +345,8 @@ def main(argv=None, stdin=None):
         sentences = read_sentences(args, stdin or sys.stdin)
         if not sentences:
             raise ValueError("nothing to translate: give sentences as arguments, with --file, or on stdin")
-        for start in range(0, len(sentences), args.batch_size):
-            for result in client.translate(sentences[start : start + args.batch_size]):
-                print(f"{result.score:.4f}\t{result.translation}" if args.scores else result.translation)
+        for result in client.translate(sentences):
+            print(f"{result.score:.4f}\t{result.translation}" if args.scores else result.translation)
     except (ValueError, TypeError, ServingError) as error:
         parser.exit(1, f"error: {error}\n")
     finally:

@@ -9,7 +9,7 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
     output = tmp_path / "results.md"
     bench.main(["--quick", "--output", str(output)])
     text = output.read_text()
-    for heading in ("## Training step", "## Decoding", "## Exported SavedModel", "## Padding efficiency", "## Peak resident memory"):
+    for heading in ("## Training step", "## Decoding", "## Exported SavedModel", "## Padding efficiency", "## Peak resident host memory"):
         assert heading in text
     results = json.loads((tmp_path / "results.json").read_text())
     (training,) = results["training"]

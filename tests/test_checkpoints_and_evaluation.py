@@ -70,12 +70,13 @@ def test_averaging_refuses_checkpoints_of_different_models(tmp_path, capsys):
 
 
 def test_step_checkpoints_keep_the_last_k_and_nan_stops_before_saving(tmp_path):
-    """Weights poisoned before step 7: the loss of step 7 is NaN, training stops with a message
-    naming the last good checkpoint, and neither the checkpoints nor the backup hold NaN."""
+    """Weights poisoned before step 6, a checkpoint step and the last step of epoch 3: its loss
+    is NaN, training stops with a message naming the last good checkpoint, before step 6 is
+    checkpointed or epoch 3 backed up, so neither holds NaN."""
 
     class Poison(keras.callbacks.Callback):
         def on_train_batch_begin(self, batch, logs=None):
-            if int(self.model.optimizer.iterations.numpy()) == 6:
+            if int(self.model.optimizer.iterations.numpy()) == 5:
                 self.model.embedding.target_embeddings.assign(tf.fill(self.model.embedding.target_embeddings.shape, math.nan))
 
     model = fresh_model(0)
@@ -84,18 +85,18 @@ def test_step_checkpoints_keep_the_last_k_and_nan_stops_before_saving(tmp_path):
     x = {"source": rng.integers(4, 40, (8, 5)).astype("int32"), "target": rng.integers(4, 40, (8, 5)).astype("int32")}
     ckpt_dir, backup_dir = tmp_path / "checkpoints", tmp_path / "backup"
     callbacks = [Poison(), StopOnNaN(ckpt_dir, backup_dir), Backup(str(backup_dir)), StepCheckpoints(ckpt_dir, every=2, keep=2)]
-    with pytest.raises(TrainingDiverged, match=r"the loss became nan at step 7; training stopped without saving this "
-                                               r"state. The last good checkpoint is .*step-0000006.weights.npz"):
+    with pytest.raises(TrainingDiverged, match=r"the loss became nan at step 6; training stopped without saving this "
+                                               r"state. The last good checkpoint is .*step-0000004.weights.npz"):
         model.fit(x, x["target"], batch_size=4, epochs=10, callbacks=callbacks, verbose=0)
-    assert [checkpoints.step_of(p) for p in checkpoints.list_checkpoints(ckpt_dir)] == [4, 6]
+    assert [checkpoints.step_of(p) for p in checkpoints.list_checkpoints(ckpt_dir)] == [2, 4]
     for path in checkpoints.list_checkpoints(ckpt_dir):
         assert all(np.isfinite(w).all() for w in checkpoints.read_checkpoint(path).values())
-    assert Backup.saved_epoch(backup_dir) == 3  # 2 batches per epoch: epochs 1-3 completed
+    assert Backup.saved_epoch(backup_dir) == 2  # 2 batches per epoch: epochs 1-2 completed
     restored = fresh_model(5)
     restored.compile(optimizer=kt.create_optimizer(CONFIG), loss=kt.LabelSmoothedCrossEntropy())
     restored.optimizer.build(restored.trainable_variables)
     restored.load_weights(backup_dir / "latest.weights.h5")
-    assert int(restored.optimizer.iterations.numpy()) == 6
+    assert int(restored.optimizer.iterations.numpy()) == 4
     assert all(np.isfinite(v.numpy()).all() for v in restored.trainable_variables)
 
 
@@ -142,7 +143,7 @@ def test_evaluate_bleu_equals_sacrebleu_on_the_files(saved_number_model, capsys)
     "arguments, message",
     [
         (["--model", "{root}/missing.keras"], "missing.keras: no such file or directory"),
-        (["--model", "{root}"], r"holds no SavedModel \(no saved_model.pb, no version directory\)"),
+        (["--model", "{root}"], r"holds no SavedModel and no numbered version directory"),
         (["--model", "{root}/model.keras", "--tokenizer", "{root}/other.model"], "tokenizer .*other.model does not exist"),
         (["--model", "{root}/model.keras", "--reference", "{root}/reference.txt"], "--source and --reference go together"),
     ],

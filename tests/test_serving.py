@@ -47,9 +47,12 @@ def server(number_translator, tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _healthy(server):
-    server.delay = 0.0
-    server.fail_next(0)
+def _healthy(request):
+    """Tests that use the stand-in find it without delay or pending failures."""
+    if "server" in request.fixturenames:
+        server = request.getfixturevalue("server")
+        server.delay = 0.0
+        server.fail_next(0)
 
 
 def client_for(server, kind, **options):
@@ -177,6 +180,9 @@ def test_client_translates_and_reports(server, kind):
     assert [r.translation for r in results] == list(english)
     assert all(isinstance(r, Translation) and r.score < 0 for r in results)
     assert [r.translation for r in client_for(server, kind, label="canary").translate(german)] == list(english)
+    calls = server.calls
+    assert [r.translation for r in client_for(server, kind, batch_size=4).translate(german)] == list(english)
+    assert server.calls - calls == 2  # 6 sentences, at most 4 a request
 
     # Status and metadata in the REST JSON form, whichever the protocol.
     assert client_for(server, kind).status() == http(server, "/v1/models/numbers")[1]
@@ -334,7 +340,8 @@ def test_readme_rollout_configs_parse():
         config = text_format.Parse(block, model_server_config_pb2.ModelServerConfig())
         (model,) = config.model_config_list.config
         policies.append((list(model.model_version_policy.specific.versions), dict(model.version_labels)))
-    assert ([1, 2], {"stable": 1, "canary": 2}) in policies  # roll-out: both versions, labelled
+    assert ([1, 2], {"stable": 1}) in policies  # roll-out: both versions served
+    assert ([1, 2], {"stable": 1, "canary": 2}) in policies  # then version 2 labelled
     assert ([1], {"stable": 1}) in policies  # roll-back: version 1 only
 
 

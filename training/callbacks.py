@@ -6,6 +6,7 @@ import json
 import math
 import os
 import pathlib
+import shutil
 import time
 
 import keras
@@ -49,8 +50,9 @@ class StopOnNaN(keras.callbacks.Callback):
 
 
 class Backup(keras.callbacks.BackupAndRestore):
-    """BackupAndRestore, saved at the end of every epoch, written atomically and by the chief
-    only. Kept after training, so the same command run again finds the run finished."""
+    """BackupAndRestore, saved at the end of every completed epoch, written atomically and by
+    the chief only. Kept after training, so the same command run again finds the run finished.
+    An epoch cut short (--max-minutes) is not recorded: a resumed run redoes its steps."""
 
     def __init__(self, backup_dir, chief=True):
         super().__init__(backup_dir, save_freq="epoch", double_checkpoint=True, delete_checkpoint=False)
@@ -67,6 +69,12 @@ class Backup(keras.callbacks.BackupAndRestore):
         if self.model._initial_epoch:
             print(f"resumed from the backup in {self.backup_dir}: step {current_step(self.model)}, epoch {self.model._initial_epoch}")
 
+    def on_epoch_end(self, epoch, logs=None):
+        steps = self.params.get("steps")
+        if steps and current_step(self.model) % steps:
+            return  # stopped within the epoch
+        super().on_epoch_end(epoch, logs)
+
     def _save_model(self):
         if not self.chief:
             return
@@ -74,8 +82,8 @@ class Backup(keras.callbacks.BackupAndRestore):
         weights = pathlib.Path(self._weights_path)
         partial = weights.with_name(".partial." + weights.name)
         self.model.save_weights(str(partial), overwrite=True)
-        if weights.exists():
-            os.replace(weights, self._prev_weights_path)
+        if weights.exists():  # copied, not moved: the latest weights exist at every moment
+            shutil.copyfile(weights, self._prev_weights_path)
         os.replace(partial, weights)
         metadata = pathlib.Path(self._training_metadata_path)
         partial = metadata.with_name(".partial." + metadata.name)
@@ -89,6 +97,14 @@ class StepCheckpoints(keras.callbacks.Callback):
     def __init__(self, directory, every, keep, chief=True):
         super().__init__()
         self.directory, self.every, self.keep, self.chief = pathlib.Path(directory), every, keep, chief
+
+    def on_train_begin(self, logs=None):
+        """A resumed run drops the checkpoints its killed predecessor wrote after the backup:
+        they belong to steps it will train again."""
+        if self.chief:
+            for path in checkpoints.list_checkpoints(self.directory):
+                if checkpoints.step_of(path) > current_step(self.model):
+                    path.unlink()
 
     def save(self):
         if not self.chief:

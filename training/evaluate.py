@@ -1,7 +1,7 @@
 """BLEU of a trained model, from a checkpoint or a SavedModel, on a dataset split or on files.
 
     python -m training.evaluate --model runs/demo/model.keras --split test
-    python -m training.evaluate --model exports/demo --source de.txt --reference en.txt
+    python -m training.evaluate --model exports/transformer --source de.txt --reference en.txt
 
 BLEU is sacrebleu's corpus BLEU on detokenized output against untokenized references (its
 signature is printed, so that scores can be compared across papers and tools).
@@ -62,10 +62,11 @@ def load_translate(model_path, tokenizer_path=None, beam_size=4, alpha=0.6):
 
     model_path = pathlib.Path(model_path)
     if model_path.is_dir():
-        versions = sorted((p for p in model_path.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
-        saved_model = model_path if (model_path / "saved_model.pb").is_file() else (versions[-1] if versions else None)
-        if saved_model is None or not (saved_model / "saved_model.pb").is_file():
-            raise ValueError(f"{model_path} holds no SavedModel (no saved_model.pb, no version directory)")
+        from serving.translate import latest_version
+
+        saved_model = latest_version(model_path)
+        if not (saved_model / "saved_model.pb").is_file():
+            raise ValueError(f"{saved_model} holds no saved_model.pb")
         import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
         signature = tf.saved_model.load(str(saved_model)).signatures["serving_default"]
@@ -122,7 +123,7 @@ def main(argv=None):
         if not pairs:
             raise ValueError("there is nothing to translate (no sentence pairs)")
         translate, description = load_translate(args.model, args.tokenizer, args.beam_size, args.alpha)
-    except (ValueError, CorpusError) as error:
+    except (ValueError, CorpusError, FileNotFoundError) as error:
         parser.exit(1, f"error: {error}\n")
     output = args.output or (args.model if args.model.is_dir() else args.model.parent) / f"translations.{name}.txt"
     print(f"translating {len(pairs)} sentences with {description}", file=sys.stderr)

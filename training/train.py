@@ -62,7 +62,7 @@ def build_parser():
                       help="pairs longer than this many subword tokens are skipped (and counted)")
     schedule = parser.add_argument_group("schedule")
     length = schedule.add_mutually_exclusive_group()
-    length.add_argument("--steps", type=int, default=None, help="training steps (default 100000 for base/big)")
+    length.add_argument("--steps", type=int, default=None, help="training steps (default 100000, the paper's base model)")
     length.add_argument("--epochs", type=int, default=None, help="passes over the training data, instead of --steps")
     schedule.add_argument("--steps-per-epoch", type=int, default=1000,
                           help="steps per Keras epoch: the interval of the backup, BLEU and epoch summaries")
