@@ -130,6 +130,7 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
         (["--dataset", "tfds:no_such_dataset/de-en"], "tensorflow-datasets has no dataset 'no_such_dataset/de-en'"),
         (["--dataset", "csv:somewhere"], "expected ding, tfds:NAME, folder:DIR or tsv:DIR"),
         (["--strategy", "multi_worker"], "reads the cluster from the TF_CONFIG environment variable"),
+        (["--keep-checkpoints", "0"], "--keep-checkpoints must be at least 1"),
     ],
 )
 def test_bad_input_is_refused_before_anything_is_written(number_data, tmp_path, capsys, monkeypatch, extra, message):

@@ -20,6 +20,8 @@ def main(argv=None):
     parser.add_argument("--output", type=pathlib.Path, default=None,
                         help="the averaged .keras model (default: RUN_DIR/averaged.keras)")
     args = parser.parse_args(argv)
+    if args.last < 1:
+        parser.error("--last must be at least 1")
 
     from training import checkpoints, run
 

@@ -149,25 +149,24 @@ class TimeLimit(keras.callbacks.Callback):
 
 
 class TranslationMonitor(keras.callbacks.Callback):
-    """Every `every` epochs: greedy translations of the validation pairs, their BLEU
+    """After every epoch: greedy translations of the validation pairs, their BLEU
     (sacrebleu, as `val_bleu` in the logs and `bleu` in TensorBoard), a table of the first
     `samples` as a text summary, and their encoder-decoder attention (last decoder layer,
     heads averaged) as images; TensorBoard's axis is the training step."""
 
-    def __init__(self, tokenizer, pairs, log_dir, every=1, samples=3, batch_size=64):
+    def __init__(self, tokenizer, pairs, log_dir, samples=3):
         super().__init__()
-        self.tokenizer, self.pairs, self.every, self.samples = tokenizer, pairs, every, samples
-        self.batch_size = batch_size
+        self.tokenizer, self.pairs, self.samples = tokenizer, pairs, samples
         self.writer = tf.summary.create_file_writer(str(log_dir))
 
     def on_train_begin(self, logs=None):
         self.translator = kt.Translator(self.model, self.tokenizer, beam_size=1)
 
     def on_epoch_end(self, epoch, logs=None):
-        if (epoch + 1) % self.every or not self.pairs:
+        if not self.pairs:
             return
         sources = [source for source, _ in self.pairs]
-        hypotheses = translate_all(self.translator.translate, sources, self.batch_size)
+        hypotheses = translate_all(self.translator.translate, sources)
         bleu = sacrebleu.corpus_bleu(hypotheses, [[target for _, target in self.pairs]])
         if logs is not None:
             logs["val_bleu"] = bleu.score

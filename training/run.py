@@ -29,7 +29,7 @@ class RunError(ValueError):
 
 def check_settings(out_dir, settings):
     """Compares `settings` with those of the run already in `out_dir` (if any) and raises
-    RunError naming every field that differs. Returns True when the run is new."""
+    RunError naming every field that differs."""
     out_dir = pathlib.Path(out_dir)
     path = out_dir / SETTINGS_FILE
     if not path.is_file():
@@ -39,7 +39,7 @@ def check_settings(out_dir, settings):
                 f"{out_dir} holds {written[0].name}/ but no {SETTINGS_FILE}: it is not a run of this "
                 "program, or its settings are lost; choose another --output-dir"
             )
-        return True
+        return
     previous = json.loads(path.read_text())
     differences = [
         f"{name}: {previous_value!r} in the run, {value!r} now"
@@ -52,7 +52,6 @@ def check_settings(out_dir, settings):
             + f"{out_dir} holds another model's run ({path}); it differs in " + "; ".join(differences)
             + ". Choose another --output-dir, or repeat the run's own settings to continue it."
         )
-    return False
 
 
 def _compare(previous, current, prefix=""):

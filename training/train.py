@@ -149,6 +149,8 @@ def setup(args):
     from training.run import check_settings, save_settings
 
     overrides = parse_overrides(args.overrides)
+    if args.keep_checkpoints < 1:
+        raise ValueError("--keep-checkpoints must be at least 1 (the last checkpoints are averaged)")
     if args.tokens_per_batch:
         overrides["tokens_per_batch"] = args.tokens_per_batch
     out_dir = args.output_dir
@@ -196,7 +198,7 @@ def make_training_batches(args, config, dataset, tokenizer, strategy, seed):
     return batches.with_options(options)
 
 
-def plan_epochs(args, config, dataset, tokenizer, strategy):
+def plan_epochs(args, config, dataset, tokenizer):
     """(Keras epochs, steps per epoch). With --epochs an epoch is one pass over the data."""
     from keras_transformer.data import pipeline_report
 
@@ -256,11 +258,6 @@ def finish(args, out_dir, config, tokenizer, dataset):
     return {"bleu": score.score, "model": str(model_path), "export": str(version_dir)}
 
 
-def train(args):
-    """The whole job: setup, then run."""
-    return run(args, *setup(args))
-
-
 def run(args, config, strategy, policy, dataset, tokenizer, chief):
     """Trains, then (the chief) averages, scores and exports; returns {"bleu", "model",
     "export"}, or {} on other workers."""
@@ -273,7 +270,7 @@ def run(args, config, strategy, policy, dataset, tokenizer, chief):
         f"{type(strategy).__name__} with {strategy.num_replicas_in_sync} replica(s), dtype policy {policy}, "
         f"XLA {'on' if args.jit_compile else 'off'}; run directory {out_dir}", file=sys.stderr,
     )
-    epochs, steps_per_epoch = plan_epochs(args, config, dataset, tokenizer, strategy)
+    epochs, steps_per_epoch = plan_epochs(args, config, dataset, tokenizer)
     # A resumed run shuffles with another seed, so as not to repeat the batches it already saw.
     seed = args.seed + Backup.saved_epoch(out_dir / "backup")
     batches = make_training_batches(args, config, dataset, tokenizer, strategy, seed)
