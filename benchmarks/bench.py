@@ -5,7 +5,9 @@
     python -m benchmarks.bench --gpu                # a GPU: bf16, XLA off and on, the base preset at
                                                     # the paper's 25000-token batch; writes benchmarks/GPU.md
 
-Every figure is the median of `--repeats` timed repetitions after warm-up runs.
+Every figure is the median of `--repeats` timed repetitions after warm-up runs, the things
+compared timed in turn within each repetition; training speed against the peer is also given as
+the quartiles of the per-repetition ratios, to show how steady the machine was.
 """
 
 import argparse
@@ -25,15 +27,23 @@ import numpy as np
 RESULTS = "benchmarks/README.md"
 
 
-def median_seconds(function, repeats, warmup=2):
+def interleaved_seconds(functions, repeats, warmup=2):
+    """Seconds of each call of a dict of `functions`, taken in turn within every repetition so
+    that the machine's drift (other load, clock changes) falls on all of them alike."""
     for _ in range(warmup):
-        function()
-    times = []
+        for function in functions.values():
+            function()
+    times = {name: [] for name in functions}
     for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+        for name, function in functions.items():
+            start = time.perf_counter()
+            function()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def median_seconds(function, repeats):
+    return float(np.median(interleaved_seconds({"": function}, repeats)[""]))
 
 
 def matmul_rate(repeats, sizes=(512, 1024, 2048, 4096), dtype="float32"):
@@ -77,11 +87,16 @@ def training_throughput(config, batch, length, repeats, rate, jit_compile):
     peer.compile(optimizer=kt.create_optimizer(config), jit_compile=jit_compile,
                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0))
     tokens = batch * length
+    models = {"keras-transformer": ours, "KerasHub layers": peer}
+    times = interleaved_seconds({name: lambda model=model: model.train_on_batch(inputs, labels)
+                                 for name, model in models.items()}, repeats)
+    ratios = np.array(times["KerasHub layers"]) / np.array(times["keras-transformer"])
     rows = {}
-    for name, model in (("keras-transformer", ours), ("KerasHub layers", peer)):
-        seconds = median_seconds(lambda: model.train_on_batch(inputs, labels), repeats)
+    for name, model in models.items():
+        seconds = float(np.median(times[name]))
         rows[name] = dict(params=model.count_params(), tokens_per_second=tokens / seconds,
                           mfu=training_flops(config, batch, length, length) / seconds / rate)
+    rows["keras-transformer"]["speed_over_peer"] = np.percentile(ratios, [25, 50, 75]).tolist()
     return rows
 
 
@@ -107,9 +122,11 @@ def decoding_speed(config, batch, length, repeats):
         "beam 4, cached": lambda: kt.beam_search(model, source, beam_size=4, max_length=length),
         "KerasHub greedy, cached": lambda: peer.greedy(source, steps),
     }
+    times = interleaved_seconds({name: lambda run=run: tf.nest.map_structure(lambda t: t.numpy(), run())
+                                 for name, run in runs.items()}, repeats, warmup=1)
     rows = {}
-    for name, run in runs.items():
-        seconds = median_seconds(lambda: tf.nest.map_structure(lambda t: t.numpy(), run()), repeats, warmup=1)
+    for name, seconds in times.items():
+        seconds = float(np.median(seconds))
         rows[name] = dict(sentences_per_second=batch / seconds, ms_per_sentence=1000 * seconds / batch)
     return dict(steps=steps, rows=rows)
 
@@ -137,6 +154,7 @@ PEAK_MEMORY = textwrap.dedent(
     import json, re, sys
     import keras
     import numpy as np
+    import tensorflow as tf
     import keras_transformer as kt
 
     def peak_kib():  # VmHWM starts afresh at exec; ru_maxrss would include the parent's pages
@@ -157,21 +175,25 @@ PEAK_MEMORY = textwrap.dedent(
     else:
         for _ in range(3):
             kt.beam_search(model, source, beam_size=4, max_length=64)
-    print(json.dumps([before, peak_kib()]))
+    on_gpu = bool(tf.config.list_physical_devices("GPU"))
+    print(json.dumps([before, peak_kib(), tf.config.experimental.get_memory_info("GPU:0")["peak"] // 1024 if on_gpu else None]))
     """
 )
 
 
 def peak_memory(config, batch, length, policy):
     """Peak resident host memory (MiB) of a fresh process under the Keras dtype `policy` after 3
-    training steps or 3 beam searches, and how much of it the work added over the built model."""
+    training steps or 3 beam searches, how much of it the work added over the built model, and
+    on a GPU the peak of TensorFlow's allocator on GPU:0."""
     rows = {}
     for what in ("training", "decoding"):
         arguments = [json.dumps(config.to_dict()), str(batch), str(length), what, policy]
         out = subprocess.run([sys.executable, "-c", PEAK_MEMORY, *arguments],
                              capture_output=True, text=True, check=True).stdout
-        before, after = json.loads(out.strip().splitlines()[-1])
+        before, after, gpu_peak = json.loads(out.strip().splitlines()[-1])
         rows[what] = dict(peak_mib=after / 1024, added_mib=(after - before) / 1024)
+        if gpu_peak is not None:
+            rows[what]["gpu_peak_mib"] = gpu_peak / 1024
     return rows
 
 
@@ -229,26 +251,26 @@ def report(results):
         "",
         f"`python -m benchmarks.bench {results['arguments']}` on {results['machine']}, {results['date']}.",
         f"TensorFlow {results['versions']['tensorflow']}, Keras {results['versions']['keras']}, "
-        f"keras-hub {results['versions']['keras_hub']}. Medians of {results['repeats']} repetitions after warm-up"
-        + ("; on this project's 2-core CPU the training ratios moved by up to 25% between two runs, so compare figures "
-           "within one run, and the decoding ratios rather than the training ones." if "no GPU" in results["machine"] else "."),
+        f"keras-hub {results['versions']['keras_hub']}. Medians of {results['repeats']} repetitions after warm-up, "
+        "the models compared timed in turn within each repetition.",
         f"Keras dtype policy {results['policy']}. Matmul rate of this machine ({results['matmul_dtype']}, TensorFlow, "
         f"best square size): {results['matmul_flops'] / 1e9:.1f} GFLOP/s.",
         "",
         "## Training step (forward, backward, Adam update)",
         "",
-        "| preset | batch x length | XLA | model | parameters | target tokens/s | ratio to peer | MFU |",
+        "| preset | batch x length | XLA | model | parameters | target tokens/s | speed over peer (quartiles) | MFU |",
         "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for setting in results["training"]:
-        peer = setting["rows"]["KerasHub layers"]
         for name, row in setting["rows"].items():
-            ratio = f"{row['tokens_per_second'] / peer['tokens_per_second']:.2f}"
+            ratio = "{1:.2f} ({0:.2f}-{2:.2f})".format(*row["speed_over_peer"]) if "speed_over_peer" in row else "1.00"
             lines.append(f"| {setting['preset']} | {setting['shape']} | {'on' if setting['xla'] else 'off'} | {name} | {row['params']:,} | "
                          f"{row['tokens_per_second']:,.0f} | {ratio} | {100 * row['mfu']:.1f}% |")
     lines += ["", "The peer's extra parameters are its untied output projection and learned positions "
               "(KerasHub's `TokenAndPositionEmbedding`); MFU counts the same matmul FLOPs for both "
-              "(the layer sizes of §3, backward = 2 x forward) over the machine's matmul rate."]
+              "(the layer sizes of §3, backward = 2 x forward) over the machine's matmul rate. The speed over "
+              "the peer is the median of the per-repetition ratios of step times (with their quartiles), "
+              "which can differ from the ratio of the median throughputs."]
     lines += ["", f"## Decoding ({results['decoding_preset']} preset, random weights, source length 20, "
               f"output up to {results['decoding_length']} tokens)", "",
               "| batch | decoder steps | method | sentences/s | ms/sentence | speed-up over full recomputation |",
@@ -268,10 +290,11 @@ def report(results):
         f"Length-bucketed batches: {100 * efficiency['True']:.1f}%; fixed-size batches of the same "
         f"token budget: {100 * efficiency['False']:.1f}%.",
         "", "## Peak resident host memory (fresh process)", "",
-        "| work | peak MiB | added by the work, MiB |", "| --- | ---: | ---: |",
+        "| work | peak MiB | added by the work, MiB | GPU:0 peak MiB |", "| --- | ---: | ---: | ---: |",
     ]
     for what, row in results["memory"].items():
-        lines.append(f"| {what} | {row['peak_mib']:.0f} | {row['added_mib']:.0f} |")
+        gpu = f"{row['gpu_peak_mib']:.0f}" if "gpu_peak_mib" in row else "no GPU"
+        lines.append(f"| {what} | {row['peak_mib']:.0f} | {row['added_mib']:.0f} | {gpu} |")
     return "\n".join(lines) + "\n"
 
 
@@ -279,7 +302,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="the tiny preset and one repetition (for tests)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed repetitions of each measurement")
+    parser.add_argument("--repeats", type=int, default=10, help="timed repetitions of each measurement")
     parser.add_argument("--gpu", action="store_true",
                         help="the GPU setting: bf16, XLA off and on, the base preset at 25000 target tokens")
     parser.add_argument("--xla", choices=["off", "on", "both"], default=None,

@@ -16,6 +16,8 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
     assert set(training["rows"]) == {"keras-transformer", "KerasHub layers"}
     for row in training["rows"].values():
         assert row["tokens_per_second"] > 0 and 0 < row["mfu"] < 1
+    low, median, high = training["rows"]["keras-transformer"]["speed_over_peer"]
+    assert 0 < low <= median <= high
     assert set(results["decoding"][0]["rows"]) == {"greedy, cached", "greedy, full recomputation", "beam 4, cached", "KerasHub greedy, cached"}
     assert results["padding_efficiency"]["True"] > results["padding_efficiency"]["False"]
     assert results["memory"]["training"]["peak_mib"] > 0

@@ -131,6 +131,8 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
         (["--dataset", "csv:somewhere"], "expected ding, tfds:NAME, folder:DIR or tsv:DIR"),
         (["--strategy", "multi_worker"], "reads the cluster from the TF_CONFIG environment variable"),
         (["--keep-checkpoints", "0"], "--keep-checkpoints must be at least 1"),
+        (["--tokenizer", "/no/such.model"], "--tokenizer /no/such.model: no such file"),
+        (["--tokenizer", str(ROOT / "README.md")], "README.md: not a sentencepiece model"),
     ],
 )
 def test_bad_input_is_refused_before_anything_is_written(number_data, tmp_path, capsys, monkeypatch, extra, message):
@@ -228,8 +230,11 @@ def first_step_loss(data, out, *extra):
 
 
 def test_mirrored_strategy_on_two_cpus_matches_the_default_strategy(letters_data, tmp_path):
+    """--tokenizer as well: reading its vocabulary size must not start TensorFlow before the CPU
+    is split into two devices."""
     default = first_step_loss(letters_data, tmp_path / "default", "--strategy", "default")
-    mirrored = first_step_loss(letters_data, tmp_path / "mirrored", "--strategy", "mirrored", "--cpu-devices", "2")
+    mirrored = first_step_loss(letters_data, tmp_path / "mirrored", "--strategy", "mirrored", "--cpu-devices", "2",
+                               "--tokenizer", str(tmp_path / "default" / "tokenizer.model"))
     assert mirrored == pytest.approx(default, rel=1e-4)
 
 
@@ -257,4 +262,6 @@ def test_multi_worker_mirrored_strategy_trains_with_two_workers(number_data, tmp
         assert re.search(r"(MultiWorkerMirrored|CollectiveAllReduce)Strategy with 2 replica\(s\)", stderr), stderr[-3000:]
         assert "training stopped at step 4" in stderr
     assert "SavedModel exported to" in outputs[0][0] and "SavedModel exported to" not in outputs[1][0]
+    assert "training a 300-piece vocabulary" in outputs[0][1]  # by the chief alone; worker 1 loads its file
+    assert "piece vocabulary" not in outputs[1][1]
     assert checkpoints_steps(out) == [2, 4]

@@ -15,7 +15,7 @@ import json
 import math
 import pathlib
 import sys
-import tempfile
+import time
 
 from training.datasets import SPEC_HELP
 
@@ -107,34 +107,49 @@ def parse_overrides(items):
 
 
 def vocab_size_of(args, out_dir):
-    """The vocabulary size of the run's tokenizer file, of --tokenizer, or the one asked for."""
-    import keras_transformer as kt
+    """The vocabulary size of the run's tokenizer file, of --tokenizer, or the one asked for; read
+    with sentencepiece alone, since TensorFlow must not start before --cpu-devices splits the CPU."""
+    import sentencepiece
+
     from training.run import TOKENIZER_FILE, RunError
 
     if args.tokenizer and not args.tokenizer.is_file():
         raise RunError(f"--tokenizer {args.tokenizer}: no such file")
     own = out_dir / TOKENIZER_FILE
     path = own if own.is_file() else args.tokenizer
-    return kt.SubwordTokenizer.load(path).vocab_size if path else args.vocab_size or DEFAULT_VOCAB_SIZE
+    if not path:
+        return args.vocab_size or DEFAULT_VOCAB_SIZE
+    try:
+        return sentencepiece.SentencePieceProcessor(model_file=str(path)).get_piece_size()
+    except (OSError, RuntimeError) as error:
+        raise RunError(f"{path}: not a sentencepiece model ({error})") from None
 
 
-def prepare_tokenizer(args, dataset, out_dir, vocab_size, chief):
-    """The run's tokenizer: its own file, --tokenizer, or one trained now on the training split
-    (by every worker alike; the chief keeps it in the run directory)."""
+def prepare_tokenizer(args, dataset, out_dir, vocab_size, chief, wait_minutes=60):
+    """The run's tokenizer: its own file, else --tokenizer or one trained now on the training
+    split, written there by the chief while the other workers wait for it."""
     import keras_transformer as kt
-    from training.run import TOKENIZER_FILE, write_atomically
+    from training.run import TOKENIZER_FILE, RunError, write_atomically
 
     own = out_dir / TOKENIZER_FILE
     if own.is_file():
         return kt.SubwordTokenizer.load(own)
-    target = own if chief else pathlib.Path(tempfile.mkdtemp()) / TOKENIZER_FILE
+    if not chief:
+        print(f"waiting for the chief to write {own}", file=sys.stderr)
+        deadline = time.monotonic() + 60 * wait_minutes
+        while not own.is_file():
+            if time.monotonic() > deadline:
+                raise RunError(f"no {own} after {wait_minutes} minutes: is --output-dir on a file system that every worker shares?")
+            time.sleep(1)
+        return kt.SubwordTokenizer.load(own)
     if args.tokenizer:
-        write_atomically(target, lambda partial: pathlib.Path(partial).write_bytes(args.tokenizer.read_bytes()))
-    else:
-        print(f"training a {vocab_size}-piece vocabulary on the training split of {dataset.spec}", file=sys.stderr)
-        texts = [side for pair in dataset.pairs("train") for side in pair]
-        write_atomically(target, lambda partial: kt.SubwordTokenizer.train(texts, vocab_size, partial))
-    return kt.SubwordTokenizer.load(target)
+        tokenizer = kt.SubwordTokenizer.load(args.tokenizer)
+        write_atomically(own, tokenizer.save)
+        return tokenizer
+    print(f"training a {vocab_size}-piece vocabulary on the training split of {dataset.spec}", file=sys.stderr)
+    texts = [side for pair in dataset.pairs("train") for side in pair]
+    write_atomically(own, lambda partial: kt.SubwordTokenizer.train(texts, vocab_size, partial))
+    return kt.SubwordTokenizer.load(own)
 
 
 def setup(args):
