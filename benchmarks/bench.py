@@ -344,9 +344,7 @@ def main(argv=None):
         versions=dict(tensorflow=tf.__version__, keras=keras.__version__, keras_hub=keras_hub.__version__),
         repeats=repeats,
     )
-    steps = ["matmul rate", "training", "decoding", "saved model", "padding", "memory"]
-    progress = keras.utils.Progbar(len(steps), stateful_metrics=["step"])
-    progress.update(0, [("step", 0)])
+    progress = keras.utils.Progbar(6, unit_name="part")  # matmul, training, decoding, SavedModel, padding, memory
     sizes = (256, 512) if args.quick else (2048, 4096, 8192) if gpus else (512, 1024, 2048, 4096)
     results["matmul_flops"] = matmul_rate(max(repeats, 5), sizes, results["matmul_dtype"])
     progress.update(1)
