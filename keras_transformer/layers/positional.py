@@ -69,10 +69,12 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         positions = _positions(inputs, start_index)
         if not static and keras.backend.backend() == "tensorflow":
             # Lengths known only at run time (tf.function, fit): a gather past the table would
-            # fail obscurely on CPU and return zeros on GPU, so assert in the graph.
+            # fail obscurely on CPU and return zeros on GPU, so assert in the graph, before the
+            # gather (without the dependency the gather's own error could come first).
             import tensorflow as tf
 
-            tf.debugging.assert_less(positions[-1:], self.max_length, message=message)
+            with tf.control_dependencies([tf.debugging.assert_less(positions[-1:], self.max_length, message=message)]):
+                positions = tf.identity(positions)
         embedding = ops.take(self.position_embeddings, positions, axis=0)
         return inputs + ops.cast(embedding, inputs.dtype)[None]
 
