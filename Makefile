@@ -15,8 +15,11 @@ $(INSTALLED): setup.cfg pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
 
+# Two pytest processes (pytest-xdist): on 2 cores the suite takes about 2/3 of the time of one.
+PYTEST_WORKERS ?= 2
+
 test: $(INSTALLED)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The embedded German-English corpus (Debian's trans-de-en, GPL-2+), fetched and prepared once
 # into ~/.cache/keras_transformer (or $$KERAS_TRANSFORMER_CACHE); never into the repository.
