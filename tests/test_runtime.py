@@ -10,12 +10,25 @@ import keras_transformer as kt
 from training import runtime
 
 
-def test_auto_strategy_and_precision_on_a_cpu(monkeypatch):
+@pytest.mark.parametrize(
+    "gpus, capability, mirrored, policy",
+    [(0, None, False, "float32"), (1, (9, 0), False, "mixed_bfloat16"), (2, (7, 5), True, "float32")],
+)
+def test_auto_strategy_and_precision(monkeypatch, gpus, capability, mirrored, policy):
+    """auto: MirroredStrategy with several GPUs, bf16 when every GPU is Ampere or newer; the GPUs
+    are stand-ins, so the choice is checked whatever this machine has."""
     for name in runtime.TPU_HINTS:
         monkeypatch.delenv(name, raising=False)
+    listed = [tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU") for i in range(gpus)]
+    real = tf.config.list_physical_devices
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: listed if kind == "GPU" else real(kind))
+    monkeypatch.setattr(tf.config.experimental, "get_device_details", lambda device: {"compute_capability": capability})
     strategy = runtime.create_strategy("auto")
-    assert strategy is tf.distribute.get_strategy()  # no TPU, no GPU here: the default strategy
-    assert runtime.set_mixed_precision("auto", strategy) == "float32"
+    if mirrored:
+        assert isinstance(strategy, tf.distribute.MirroredStrategy)
+    else:
+        assert strategy is tf.distribute.get_strategy()
+    assert runtime.set_mixed_precision("auto", strategy) == policy
     assert runtime.set_mixed_precision("bf16", strategy) == "mixed_bfloat16"
 
 

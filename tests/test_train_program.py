@@ -196,6 +196,44 @@ def test_killed_run_resumes_from_its_backup(number_data, tmp_path):
     assert checkpoints_steps(out) == [120, 140, 160, 180, 200]
 
 
+class SteppingClock:
+    """A stand-in for the time module whose monotonic clock advances 10 s at every reading."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        self.now += 10.0
+        return self.now
+
+
+def test_run_cut_by_max_minutes_resumes_from_its_last_complete_epoch(number_data, tmp_path, capsys, monkeypatch):
+    """--max-minutes stops the run inside its second epoch: the backup keeps the first epoch
+    only, and the same command again drops the cut steps' checkpoints, redoes those steps and
+    ends at --steps exactly."""
+    from training import callbacks
+    from training.checkpoints import checkpoint_path
+
+    out = tmp_path / "run"
+    args = tiny_run(number_data, out, "--steps", "60", "--steps-per-epoch", "20", "--checkpoint-every", "10",
+                    "--keep-checkpoints", "5", "--bleu-sentences", "0", "--max-minutes", "5")
+    monkeypatch.setattr(callbacks, "time", SteppingClock())  # 300 s pass at the 31st step's check
+    train.main(args)
+    printed = capsys.readouterr()
+    assert "the time limit of 5 minutes is reached" in printed.out and "training stopped at step 31" in printed.err
+    assert callbacks.Backup.saved_epoch(out / "backup") == 1
+    assert checkpoints_steps(out) == [10, 20, 30, 31]
+    cut = checkpoint_path(out / "checkpoints", 30).read_bytes()
+
+    monkeypatch.undo()  # the real clock: 5 minutes are plenty for the 40 steps left
+    train.main(args)
+    printed = capsys.readouterr()
+    assert f"resumed from the backup in {out / 'backup'}: step 20, epoch 1" in printed.out
+    assert "training stopped at step 60" in printed.err
+    assert checkpoints_steps(out) == [20, 30, 40, 50, 60]
+    assert checkpoint_path(out / "checkpoints", 30).read_bytes() != cut  # step 30 trained again, not kept from the cut run
+
+
 def checkpoints_steps(out):
     from training.checkpoints import list_checkpoints, step_of
 
