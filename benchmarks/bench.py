@@ -25,6 +25,9 @@ import time
 import numpy as np
 
 RESULTS = "benchmarks/README.md"
+# TensorFlow takes nearly all of a GPU's memory at its first operation: the benchmark's own
+# process and the fresh processes it starts take only what they use, so that they fit beside it.
+GPU_MEMORY_GROWTH = {**os.environ, "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
 
 
 def interleaved_seconds(functions, repeats, warmup=2):
@@ -54,7 +57,7 @@ def matmul_rate(repeats, sizes=(512, 1024, 2048, 4096), dtype="float32"):
     rates = []
     for size in sizes:
         a = tf.cast(tf.random.normal([size, size]), dtype)
-        matmul = tf.function(lambda: tf.matmul(a, a))
+        matmul = tf.function(lambda: tf.reduce_sum(tf.matmul(a, a)))  # a scalar back, not the product
         rates.append(2 * size**3 / median_seconds(lambda: matmul().numpy(), repeats))
     return max(rates)
 
@@ -169,7 +172,7 @@ PEAK_MEMORY = textwrap.dedent(
     source = rng.integers(4, config.vocab_size, (batch, length)).astype("int32")
     before = peak_kib()
     if what == "training":
-        model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
+        model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy(), jit_compile=False)
         for _ in range(3):
             model.train_on_batch({"source": source, "target": source}, source)
     else:
@@ -189,7 +192,7 @@ def peak_memory(config, batch, length, policy):
     for what in ("training", "decoding"):
         arguments = [json.dumps(config.to_dict()), str(batch), str(length), what, policy]
         out = subprocess.run([sys.executable, "-c", PEAK_MEMORY, *arguments],
-                             capture_output=True, text=True, check=True).stdout
+                             capture_output=True, text=True, check=True, env=GPU_MEMORY_GROWTH).stdout
         before, after, gpu_peak = json.loads(out.strip().splitlines()[-1])
         rows[what] = dict(peak_mib=after / 1024, added_mib=(after - before) / 1024)
         if gpu_peak is not None:
@@ -232,7 +235,7 @@ def saved_model_latency(config, repeats, directory):
     model = kt.build_transformer(config.__class__.from_dict({**config.to_dict(), "vocab_size": tokenizer.vocab_size}))
     version = kt.export_saved_model(kt.Translator(model, tokenizer, beam_size=4), f"{directory}/export")
     out = subprocess.run([sys.executable, "-c", SAVED_MODEL, str(version), str(repeats)],
-                         capture_output=True, text=True, check=True).stdout
+                         capture_output=True, text=True, check=True, env=GPU_MEMORY_GROWTH).stdout
     times = json.loads(out.strip().splitlines()[-1])
     return dict(p50_ms=1000 * np.percentile(times["1"], 50), p99_ms=1000 * np.percentile(times["1"], 99),
                 batch32_sentences_per_second=32 / float(np.median(times["32"])))
@@ -289,7 +292,7 @@ def report(results):
         "", "## Padding efficiency (real tokens / all tokens in batches)", "",
         f"Length-bucketed batches: {100 * efficiency['True']:.1f}%; fixed-size batches of the same "
         f"token budget: {100 * efficiency['False']:.1f}%.",
-        "", "## Peak resident host memory (fresh process)", "",
+        "", "## Peak resident host memory (fresh process, XLA off)", "",
         "| work | peak MiB | added by the work, MiB | GPU:0 peak MiB |", "| --- | ---: | ---: | ---: |",
     ]
     for what, row in results["memory"].items():
@@ -331,6 +334,11 @@ def main(argv=None):
         presets = [("small", 32, 32), ("base", 8, 32)]
     keras.config.set_dtype_policy("mixed_bfloat16" if bf16 else "float32")
     gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:  # TensorFlow already started (main called in-process): left as it is
+            pass
     if args.gpu and not gpus:
         parser.error("--gpu: TensorFlow sees no GPU here")
     device = tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU") if gpus else "no GPU"

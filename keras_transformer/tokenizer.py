@@ -30,6 +30,19 @@ def normalize_text(text):
     return unicodedata.normalize("NFKC", text).replace(WORD_BOUNDARY, " ").strip(ASCII_WHITESPACE)
 
 
+def checked_processor(model_proto):
+    """A sentencepiece processor of `model_proto` (bytes), refused unless its ids 0-3 are
+    <pad>, <unk>, <s>, </s>. Needs no TensorFlow."""
+    processor = sentencepiece.SentencePieceProcessor(model_proto=model_proto)
+    pieces = [processor.id_to_piece(i) for i in SPECIAL_IDS]
+    if pieces != ["<pad>", "<unk>", "<s>", "</s>"]:
+        raise ValueError(
+            f"the sentencepiece model's ids 0-3 are {pieces}; expected <pad>, <unk>, <s>, </s> "
+            "(train it with SubwordTokenizer.train)"
+        )
+    return processor
+
+
 class _NamedSentencepieceResource(tf_text_sentencepiece._SentencepieceModelResource):
     """tensorflow-text's sentencepiece model resource, under a shared name.
 
@@ -56,13 +69,7 @@ class SubwordTokenizer(tf.Module):
     def __init__(self, model_proto, name="subword_tokenizer"):
         super().__init__(name=name)
         self.model_proto = bytes(model_proto)
-        processor = sentencepiece.SentencePieceProcessor(model_proto=self.model_proto)
-        pieces = [processor.id_to_piece(i) for i in SPECIAL_IDS]
-        if pieces != ["<pad>", "<unk>", "<s>", "</s>"]:
-            raise ValueError(
-                f"the sentencepiece model's ids 0-3 are {pieces}; expected <pad>, <unk>, <s>, </s> "
-                "(train it with SubwordTokenizer.train)"
-            )
+        processor = checked_processor(self.model_proto)
         self.vocab_size = processor.get_piece_size()
         self._processor = processor
         self._sentencepiece = tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)

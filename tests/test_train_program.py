@@ -145,6 +145,19 @@ def test_bad_input_is_refused_before_anything_is_written(number_data, tmp_path, 
     assert not out.exists()
 
 
+def test_tokenizer_without_the_special_ids_is_refused_before_anything_is_written(number_data, tmp_path, capsys):
+    import sentencepiece
+
+    (tmp_path / "text.txt").write_text("eins zwei drei vier fünf sechs sieben acht neun zehn\n" * 20)
+    sentencepiece.SentencePieceTrainer.train(input=str(tmp_path / "text.txt"), model_prefix=str(tmp_path / "plain"),
+                                             vocab_size=25, minloglevel=2)
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit):
+        train.main(tiny_run(number_data, out, "--tokenizer", str(tmp_path / "plain.model")))
+    assert "plain.model: the sentencepiece model's ids 0-3 are ['<unk>', '<s>', '</s>'," in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_unfetchable_corpus_is_a_clear_error(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))  # no apt-get: the Ding package cannot be fetched
     out = tmp_path / "run"
@@ -282,24 +295,38 @@ def free_port():
         return s.getsockname()[1]
 
 
-def test_multi_worker_mirrored_strategy_trains_with_two_workers(number_data, tmp_path):
+def run_two_workers(args, timeout):
+    """Runs the program as workers 0 and 1 of a cluster on 127.0.0.1; returns [(process, stdout, stderr)]."""
     cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
-    out = tmp_path / "run"
-    args = tiny_run(number_data, out, "--strategy", "multi_worker", "--steps", "4", "--steps-per-epoch", "2",
-                    "--bleu-sentences", "2")
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "training.train", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, env={**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})},
+            [sys.executable, "-m", "training.train", "--strategy", "multi_worker", *args], cwd=ROOT,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})},
         )
         for i in range(2)
     ]
-    outputs = [worker.communicate(timeout=400) for worker in workers]
-    for worker, (stdout, stderr) in zip(workers, outputs):
+    return [(worker, *worker.communicate(timeout=timeout)) for worker in workers]
+
+
+def test_multi_worker_mirrored_strategy_trains_with_two_workers(number_data, tmp_path):
+    out = tmp_path / "run"
+    finished = run_two_workers(tiny_run(number_data, out, "--steps", "4", "--steps-per-epoch", "2", "--bleu-sentences", "2"), 400)
+    for worker, stdout, stderr in finished:
         assert worker.returncode == 0, stdout[-2000:] + stderr[-4000:]
         assert re.search(r"(MultiWorkerMirrored|CollectiveAllReduce)Strategy with 2 replica\(s\)", stderr), stderr[-3000:]
         assert "training stopped at step 4" in stderr
-    assert "SavedModel exported to" in outputs[0][0] and "SavedModel exported to" not in outputs[1][0]
-    assert "training a 300-piece vocabulary" in outputs[0][1]  # by the chief alone; worker 1 loads its file
-    assert "piece vocabulary" not in outputs[1][1]
+    (_, chief_out, chief_err), (_, worker_out, worker_err) = finished
+    assert "SavedModel exported to" in chief_out and "SavedModel exported to" not in worker_out
+    assert "training a 300-piece vocabulary" in chief_err and "piece vocabulary" not in worker_err  # worker 1 loads the chief's
     assert checkpoints_steps(out) == [2, 4]
+
+
+def test_workers_stop_together_when_the_chief_cannot_write_the_tokenizer(tmp_path):
+    """Only the chief reads the training split for the vocabulary: its error reaches worker 1
+    through the barrier, instead of leaving it waiting."""
+    for split, text in (("train", "eins\tone\nzwei two\n"), ("validation", "eins\tone\n"), ("test", "eins\tone\n")):
+        (tmp_path / f"{split}.tsv").write_text(text)
+    (chief, _, chief_err), (worker, _, worker_err) = run_two_workers(tiny_run(tmp_path, tmp_path / "run", "--steps", "2"), 120)
+    assert chief.returncode == 1 and "train.tsv:2: expected 'source<TAB>target'" in chief_err, chief_err[-2000:]
+    assert worker.returncode == 1 and f"the chief could not write {tmp_path / 'run' / 'tokenizer.model'}" in worker_err, worker_err[-2000:]

@@ -90,6 +90,16 @@ def is_chief():
     return task.get("type") == "worker" and int(task.get("index", 0)) == 0
 
 
+def workers_agree(strategy, ok):
+    """Whether every worker passes ok=True: under several workers a collective sum that waits
+    for all of them (a barrier; MultiWorkerMirroredStrategy's health check ends it when a worker
+    dies); `ok` itself otherwise."""
+    if not strategy.extended._in_multi_worker_mode():
+        return ok
+    failures = strategy.experimental_distribute_values_from_function(lambda _: tf.constant(0.0 if ok else 1.0))
+    return float(strategy.reduce("SUM", failures, axis=None)) == 0.0
+
+
 def bf16_capable_gpus():
     """True when there are GPUs and all of them are Ampere (compute capability 8.0) or newer."""
     gpus = tf.config.list_physical_devices("GPU")

@@ -15,7 +15,6 @@ import json
 import math
 import pathlib
 import sys
-import time
 
 from training.datasets import SPEC_HELP
 
@@ -109,46 +108,49 @@ def parse_overrides(items):
 def vocab_size_of(args, out_dir):
     """The vocabulary size of the run's tokenizer file, of --tokenizer, or the one asked for; read
     with sentencepiece alone, since TensorFlow must not start before --cpu-devices splits the CPU."""
-    import sentencepiece
-
-    from training.run import TOKENIZER_FILE, RunError
+    from keras_transformer.tokenizer import checked_processor
+    from training.run import TOKENIZER_FILE
 
     if args.tokenizer and not args.tokenizer.is_file():
-        raise RunError(f"--tokenizer {args.tokenizer}: no such file")
+        raise ValueError(f"--tokenizer {args.tokenizer}: no such file")
     own = out_dir / TOKENIZER_FILE
     path = own if own.is_file() else args.tokenizer
     if not path:
         return args.vocab_size or DEFAULT_VOCAB_SIZE
     try:
-        return sentencepiece.SentencePieceProcessor(model_file=str(path)).get_piece_size()
-    except (OSError, RuntimeError) as error:
-        raise RunError(f"{path}: not a sentencepiece model ({error})") from None
+        return checked_processor(path.read_bytes()).get_piece_size()
+    except RuntimeError as error:
+        raise ValueError(f"{path}: not a sentencepiece model ({error})") from None
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
 
 
-def prepare_tokenizer(args, dataset, out_dir, vocab_size, chief, wait_minutes=60):
+def prepare_tokenizer(args, dataset, out_dir, vocab_size, chief, strategy):
     """The run's tokenizer: its own file, else --tokenizer or one trained now on the training
-    split, written there by the chief while the other workers wait for it."""
+    split, written there by the chief; other workers wait for it at a barrier."""
     import keras_transformer as kt
+    from training import runtime
     from training.run import TOKENIZER_FILE, RunError, write_atomically
 
     own = out_dir / TOKENIZER_FILE
-    if own.is_file():
-        return kt.SubwordTokenizer.load(own)
-    if not chief:
-        print(f"waiting for the chief to write {own}", file=sys.stderr)
-        deadline = time.monotonic() + 60 * wait_minutes
-        while not own.is_file():
-            if time.monotonic() > deadline:
-                raise RunError(f"no {own} after {wait_minutes} minutes: is --output-dir on a file system that every worker shares?")
-            time.sleep(1)
-        return kt.SubwordTokenizer.load(own)
-    if args.tokenizer:
-        tokenizer = kt.SubwordTokenizer.load(args.tokenizer)
-        write_atomically(own, tokenizer.save)
-        return tokenizer
-    print(f"training a {vocab_size}-piece vocabulary on the training split of {dataset.spec}", file=sys.stderr)
-    texts = [side for pair in dataset.pairs("train") for side in pair]
-    write_atomically(own, lambda partial: kt.SubwordTokenizer.train(texts, vocab_size, partial))
+    failure = None
+    if not own.is_file():
+        if not chief:
+            print(f"waiting for the chief to write {own}", file=sys.stderr)
+        else:
+            try:
+                if args.tokenizer:
+                    write_atomically(own, kt.SubwordTokenizer.load(args.tokenizer).save)
+                else:
+                    print(f"training a {vocab_size}-piece vocabulary on the training split of {dataset.spec}", file=sys.stderr)
+                    texts = [side for pair in dataset.pairs("train") for side in pair]
+                    write_atomically(own, lambda partial: kt.SubwordTokenizer.train(texts, vocab_size, partial))
+            except Exception as error:  # raised after the barrier, so that no worker waits in vain
+                failure = error
+    if not runtime.workers_agree(strategy, failure is None):
+        raise failure or RunError(f"the chief could not write {own}; its output says why")
+    if not own.is_file():
+        raise RunError(f"no {own} after the chief wrote it: is --output-dir on a file system that every worker shares?")
     return kt.SubwordTokenizer.load(own)
 
 
@@ -187,7 +189,7 @@ def setup(args):
     }
     check_settings(out_dir, settings)
     keras.utils.set_random_seed(args.seed)
-    tokenizer = prepare_tokenizer(args, dataset, out_dir, config.vocab_size, chief)
+    tokenizer = prepare_tokenizer(args, dataset, out_dir, config.vocab_size, chief, strategy)
     if tokenizer.vocab_size != config.vocab_size:  # a new run whose corpus gave fewer pieces than asked for
         print(f"the vocabulary has {tokenizer.vocab_size} pieces ({config.vocab_size} were asked for)", file=sys.stderr)
         config = dataclasses.replace(config, vocab_size=tokenizer.vocab_size)
