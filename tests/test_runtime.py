@@ -3,6 +3,7 @@
 import json
 
 import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -39,6 +40,13 @@ def test_fp16_trains_with_loss_scaling():
     model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
     assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
     assert model.embedding.compute_dtype == "float16"
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(4, 30, (8, 10)).astype("int32")
+    before = [np.array(w) for w in model.trainable_weights]
+    losses = [float(model.train_on_batch({"source": tokens, "target": tokens}, tokens)) for _ in range(3)]
+    assert all(np.isfinite(losses))
+    assert all(w.dtype == "float32" for w in model.trainable_weights)  # float32 master weights
+    assert all(not np.array_equal(b, np.array(w)) for b, w in zip(before, model.trainable_weights))
 
 
 @pytest.mark.parametrize(

@@ -269,7 +269,8 @@ def letters_data(tmp_path_factory):
     return root
 
 
-def first_step_loss(data, out, *extra):
+def first_losses(data, out, *extra):
+    """The logged loss of a 3-step run's steps 1-3 (Keras logs the running mean over the epoch)."""
     run_program([
         "--preset", "tiny", "--set", "dropout=0.0", "--dataset", f"tsv:{data}", "--vocab-size", "300",
         "--tokens-per-batch", "504", "--max-length", "16", "--steps", "3", "--steps-per-epoch", "3",
@@ -277,15 +278,16 @@ def first_step_loss(data, out, *extra):
     ])
     losses = scalar_values(summaries(out / "logs" / "train")["batch_loss"][1])
     assert [step for step, _ in losses] == [1, 2, 3] and all(np.isfinite([v for _, v in losses]))
-    return losses[0][1]
+    return [value for _, value in losses]
 
 
 def test_mirrored_strategy_on_two_cpus_matches_the_default_strategy(letters_data, tmp_path):
-    """--tokenizer as well: reading its vocabulary size must not start TensorFlow before the CPU
-    is split into two devices."""
-    default = first_step_loss(letters_data, tmp_path / "default", "--strategy", "default")
-    mirrored = first_step_loss(letters_data, tmp_path / "mirrored", "--strategy", "mirrored", "--cpu-devices", "2",
-                               "--tokenizer", str(tmp_path / "default" / "tokenizer.model"))
+    """The same losses over three steps, so the replicas' gradients are combined into the same
+    updates. With --tokenizer too: reading its vocabulary size must not start TensorFlow before
+    the CPU is split into two devices."""
+    default = first_losses(letters_data, tmp_path / "default", "--strategy", "default")
+    mirrored = first_losses(letters_data, tmp_path / "mirrored", "--strategy", "mirrored", "--cpu-devices", "2",
+                            "--tokenizer", str(tmp_path / "default" / "tokenizer.model"))
     assert mirrored == pytest.approx(default, rel=1e-4)
 
 
