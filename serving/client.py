@@ -21,7 +21,6 @@ import argparse
 import dataclasses
 import http.client
 import json
-import socket
 import sys
 import time
 import urllib.error
@@ -123,6 +122,8 @@ class TranslationClient:
         while attempts <= self.retries and time.monotonic() < deadline:
             if attempts:
                 time.sleep(min(0.1 * 2 ** (attempts - 1), max(0.0, deadline - time.monotonic())))
+                if time.monotonic() >= deadline:  # the back-off used the time that was left
+                    break
             attempts += 1
             try:
                 return attempt(max(deadline - time.monotonic(), 1e-3))
@@ -183,13 +184,11 @@ class RestClient(TranslationClient):
             if error.code == 503:
                 raise _Unavailable(message) from error
             raise ServingError(f"{url}: HTTP {error.code}: {message}", code=error.code) from error
-        except (urllib.error.URLError, ConnectionError) as error:
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as error:  # socket.timeout is TimeoutError
             reason = getattr(error, "reason", error)
-            if isinstance(reason, (socket.timeout, TimeoutError)):
+            if isinstance(reason, TimeoutError):
                 raise ServingError(f"{url}: no answer within {timeout:.3g} s", code="DEADLINE_EXCEEDED") from error
             raise _Unavailable(reason) from error
-        except (socket.timeout, TimeoutError) as error:
-            raise ServingError(f"{url}: no answer within {timeout:.3g} s", code="DEADLINE_EXCEEDED") from error
         except http.client.HTTPException as error:  # the connection broke off mid-answer
             raise _Unavailable(f"{type(error).__name__}: {error}") from error
 
@@ -330,14 +329,12 @@ def main(argv=None, stdin=None):
     action.add_argument("--status", action="store_true", help="print the model's version status (JSON)")
     action.add_argument("--metadata", action="store_true", help="print the model's signatures (JSON)")
     args = parser.parse_args(argv)
-    if args.batch_size < 1:
-        parser.error("--batch-size must be at least 1")
 
     client = None
     try:
         client = CLIENTS[args.protocol](
-            args.host, args.port, args.model, args.signature, args.version, args.label,
-            args.timeout, args.retries, args.max_request_bytes, args.batch_size,
+            args.host, args.port, model=args.model, signature=args.signature, version=args.version, label=args.label,
+            timeout=args.timeout, retries=args.retries, max_request_bytes=args.max_request_bytes, batch_size=args.batch_size,
         )
         if args.status or args.metadata:
             print(json.dumps(client.status() if args.status else client.metadata(), indent=2))

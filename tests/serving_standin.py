@@ -12,7 +12,7 @@ It implements what the clients and the tests use, the way the server answers it:
 and errors as {"error": "..."} with the HTTP status the server maps its error code to, in the
 order the server checks (JSON, then model and version, then signature, then the inputs).
 Test hooks: `fail_next(n)` answers the next n calls with UNAVAILABLE, `delay` holds every
-answer back, and `replay_warmup(version)` runs a version's warm-up records as the server does.
+answer back.
 """
 
 import concurrent.futures
@@ -34,7 +34,6 @@ from tensorflow_serving.apis import (
     get_model_status_pb2,
     model_service_pb2_grpc,
     predict_pb2,
-    prediction_log_pb2,
     prediction_service_pb2_grpc,
     status_pb2,
 )
@@ -162,22 +161,6 @@ class ModelServerStandIn:
         for name, value in outputs.items():
             response.outputs[name].CopyFrom(tf.make_tensor_proto(value))
         return response
-
-    def replay_warmup(self, version):
-        """Runs `assets.extra/tf_serving_warmup_requests` as the server does on load; returns
-        the number of records."""
-        path = self.servables[version].dir / "assets.extra" / "tf_serving_warmup_requests"
-        count = 0
-        for record in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
-            log = prediction_log_pb2.PredictionLog.FromString(record)
-            if log.WhichOneof("log_type") != "predict_log":
-                raise ServingFailure(grpc.StatusCode.INVALID_ARGUMENT, "unsupported warm-up record")
-            request = predict_pb2.PredictRequest()
-            request.CopyFrom(log.predict_log.request)
-            request.model_spec.version.value = version
-            self.predict(request)
-            count += 1
-        return count
 
     # REST: JSON in and out, as api_rest.md describes.
 

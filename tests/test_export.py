@@ -121,6 +121,7 @@ def test_warmup_records_are_prediction_logs_the_model_answers(exported):
     for record in records:
         request = record.predict_log.request
         assert request.model_spec.signature_name == "serving_default"
+        assert request.model_spec.name == version_dir.parent.name  # the model name TF Serving loads it under
         inputs = {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
         outputs = translate(**{name: tf.constant(value) for name, value in inputs.items()})
         assert outputs["translation"].shape[0] == len(inputs["sentences"])
@@ -192,3 +193,17 @@ def test_translator_refuses_a_mismatched_tokenizer(number_translator):
     model = kt.build_transformer(kt.TransformerConfig.preset("tiny", vocab_size=1000))
     with pytest.raises(ValueError, match="the tokenizer has .* pieces but the model's vocab_size is"):
         kt.Translator(model, number_translator[1])
+
+
+def test_attention_of_a_translation(number_translator):
+    """Translator.attention: one row per output piece (eos included), one column per source
+    piece (eos included), each row a distribution, for the translation the model gives."""
+    model, tokenizer, pairs = number_translator
+    source, target = pairs[0]
+    translator = kt.Translator(model, tokenizer, beam_size=1)
+    pieces, translation, weights = translator.attention(source)
+    config = model.config
+    assert pieces == [tokenizer.id_to_piece(int(i)) for i in tokenizer.tokenize([source])[0].numpy()] + ["</s>"]
+    assert translation[-1] == "</s>" and "".join(translation[:-1]).replace("\u2581", " ").strip() == target
+    assert weights.shape == (config.num_layers, config.num_heads, len(translation), len(pieces))
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-5)

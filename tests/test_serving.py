@@ -19,7 +19,6 @@ from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     model_pb2,
     predict_pb2,
-    prediction_log_pb2,
     prediction_service_pb2_grpc,
 )
 from tensorflow_serving.config import model_server_config_pb2
@@ -278,17 +277,6 @@ def test_command_line(server, capsys, tmp_path):
         assert re.search(message, capsys.readouterr().err)
 
 
-def test_warmup_records_parse_and_replay(server):
-    path = server.servables[1].dir / "assets.extra" / "tf_serving_warmup_requests"
-    records = [prediction_log_pb2.PredictionLog.FromString(r) for r in tf.data.TFRecordDataset(str(path)).as_numpy_iterator()]
-    assert [r.WhichOneof("log_type") for r in records] == ["predict_log"]
-    request = records[0].predict_log.request
-    assert request.model_spec.name == "numbers" and request.model_spec.signature_name == "serving_default"
-    calls = server.calls
-    assert server.replay_warmup(1) == 1 and server.replay_warmup(2) == 1
-    assert server.calls - calls == 2
-
-
 # The files in serving/.
 
 
@@ -347,7 +335,8 @@ def test_readme_rollout_configs_parse():
 
 def test_batching_and_monitoring_configs_parse():
     batching = text_format.Parse((SERVING / "batching.config").read_text(), BatchingParameters())
-    assert batching.max_batch_size.value >= 1 and batching.num_batch_threads.value >= 1
+    assert batching.max_batch_size.value == serving_client.BATCH_SIZE  # the client's default request size
+    assert batching.num_batch_threads.value >= 1
     assert batching.batch_timeout_micros.value > 0
     monitoring = text_format.Parse((SERVING / "monitoring.config").read_text(), MonitoringConfig())
     assert monitoring.prometheus_config.enable
