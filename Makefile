@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench data venv clean
+.PHONY: demo test bench quality data venv clean
 
 venv: $(INSTALLED)
 
@@ -23,8 +23,10 @@ test: $(INSTALLED)
 
 # The embedded German-English corpus (Debian's trans-de-en, GPL-2+), fetched and prepared once
 # into ~/.cache/keras_transformer (or $$KERAS_TRANSFORMER_CACHE); never into the repository.
+# training.quietly runs the library's program with the other programs' quiet console (no TensorFlow
+# C++ log lines): the library itself never changes the process's environment or stderr.
 data: $(INSTALLED)
-	$(BIN)/python -m keras_transformer.data.ding
+	$(BIN)/python -m training.quietly keras_transformer.data.ding
 
 # The README's main job: fetch the Ding corpus, train the small preset on the CPU (bounded to
 # DEMO_MINUTES), print its test BLEU, export it and translate a few German sentences with it.
@@ -34,16 +36,21 @@ DEMO_MINUTES ?= 14
 DEMO_ARGS ?=
 
 demo: $(INSTALLED)
-	$(BIN)/python -m keras_transformer.data.ding
+	$(BIN)/python -m training.quietly keras_transformer.data.ding
 	$(BIN)/python -m training.train --preset small --steps 2000 --steps-per-epoch 200 --bleu-sentences 200 --checkpoint-every 25 \
 		--max-minutes $(DEMO_MINUTES) --output-dir $(DEMO_DIR) --export-dir $(DEMO_EXPORT) $(DEMO_ARGS)
 	$(BIN)/python -m serving.translate --model $(DEMO_EXPORT) "Guten Morgen." "Das Haus ist sehr alt." \
 		"Ich habe heute keine Zeit." "Wo ist der Bahnhof?" "Er spricht gut Englisch."
+	$(BIN)/python -m training.summary --run-dir $(DEMO_DIR) --export-dir $(DEMO_EXPORT)
 
 # Speed and memory against peers measured in the same run (a few minutes on 2 cores):
 # rewrites benchmarks/README.md and benchmarks/results.json.
 bench: $(INSTALLED)
 	$(BIN)/python -m benchmarks.bench $(BENCH_ARGS)
+
+# The study of the demo's settings (hours; resumable): rewrites benchmarks/QUALITY.md and QUALITY.json.
+quality: $(INSTALLED)
+	$(BIN)/python -m benchmarks.quality $(QUALITY_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

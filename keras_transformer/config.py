@@ -17,6 +17,7 @@ class TransformerConfig:
     "learned" (row E). max_length: longest sequence (learned positions, decoding bound).
     share_embeddings: one matrix for source and target embeddings (§3.4). norm_first: pre-norm
     instead of the paper's post-norm. label_smoothing [eps_ls]. warmup_steps (§5.3).
+    learning_rate_scale: a factor on Eq. 3's whole learning-rate curve (1 is the paper's).
     tokens_per_batch: batch budget of source tokens and of target tokens each (§5.1: 25000).
     """
 
@@ -35,6 +36,7 @@ class TransformerConfig:
     norm_first: bool = False
     label_smoothing: float = 0.1
     warmup_steps: int = 4000
+    learning_rate_scale: float = 1.0
     tokens_per_batch: int = 25000
 
     def __post_init__(self):
@@ -57,6 +59,9 @@ class TransformerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
                 raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+        scale = self.learning_rate_scale
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not scale > 0:
+            raise ValueError(f"learning_rate_scale must be a positive number, got {scale!r}")
         if self.positional not in POSITIONAL_KINDS:
             raise ValueError(f"positional must be one of {POSITIONAL_KINDS}, got {self.positional!r}")
         for name in ("share_embeddings", "norm_first"):

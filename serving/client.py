@@ -27,6 +27,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from training.console import add_verbose_flag
+
 SIGNATURE = "serving_default"
 MAX_REQUEST_BYTES = 4 << 20
 BATCH_SIZE = 32  # serving/batching.config's max_batch_size: the server refuses larger requests
@@ -328,6 +330,7 @@ def main(argv=None, stdin=None):
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--status", action="store_true", help="print the model's version status (JSON)")
     action.add_argument("--metadata", action="store_true", help="print the model's signatures (JSON)")
+    add_verbose_flag(parser)
     args = parser.parse_args(argv)
 
     client = None

@@ -6,6 +6,8 @@
 import argparse
 import pathlib
 
+from training.console import add_verbose_flag
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
@@ -25,6 +27,7 @@ def main(argv=None):
     parser.add_argument("--alpha", type=float, default=0.6, help="length penalty alpha (paper: 0.6)")
     parser.add_argument("--extra-length", type=int, default=50,
                         help="a translation is at most source length + this many tokens (paper: 50)")
+    add_verbose_flag(parser)
     args = parser.parse_args(argv)
 
     import keras

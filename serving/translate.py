@@ -8,6 +8,8 @@ import argparse
 import pathlib
 import sys
 
+from training.console import add_verbose_flag
+
 
 def latest_version(model_dir):
     """`model_dir` itself if it holds a SavedModel, else its highest numbered version."""
@@ -29,6 +31,7 @@ def main(argv=None):
                         help="a version directory, or a model base directory (its highest version is used)")
     parser.add_argument("--scores", action="store_true", help="print each translation's score before it")
     parser.add_argument("sentences", nargs="*", help="sentences to translate (default: one per line on stdin)")
+    add_verbose_flag(parser)
     args = parser.parse_args(argv)
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
     try:

@@ -113,7 +113,7 @@ def saved_number_model(number_translator, tmp_path_factory):
     return root
 
 
-def test_evaluate_bleu_equals_sacrebleu_on_the_files(saved_number_model, capsys):
+def test_evaluate_bleu_and_chrf_equal_sacrebleu_on_the_files(saved_number_model, capsys):
     root = saved_number_model
     evaluate.main(["--model", str(root / "model.keras"), "--source", str(root / "source.txt"),
                    "--reference", str(root / "reference.txt"), "--beam-size", "4", "--batch-size", "7"])
@@ -122,13 +122,16 @@ def test_evaluate_bleu_equals_sacrebleu_on_the_files(saved_number_model, capsys)
     assert f"translations written to {output}" in printed
     hypotheses = output.read_text().splitlines()
     references = (root / "reference.txt").read_text().splitlines()
-    metric = sacrebleu.metrics.BLEU()
-    expected = metric.corpus_score(hypotheses, [references])
-    assert 0 < expected.score < 100
-    assert str(expected) in printed
-    assert f"sacrebleu signature: {metric.get_signature()}" in printed
-    report = json.loads((root / "translations.source.txt.bleu.json").read_text())
-    assert report["bleu"] == expected.score and report["sentences"] == 20
+    report = json.loads((root / "translations.source.txt.scores.json").read_text())
+    assert report["sentences"] == 20
+    for name, metric in [("bleu", sacrebleu.metrics.BLEU()), ("chrf", sacrebleu.metrics.CHRF()),
+                         ("chrf++", sacrebleu.metrics.CHRF(word_order=2))]:
+        expected = metric.corpus_score(hypotheses, [references])
+        assert 0 < expected.score < 100, name
+        assert f"{expected}    ({metric.get_signature()})" in printed
+        assert report[name] == expected.score and report[f"{name}_signature"] == str(metric.get_signature())
+    expected = sacrebleu.metrics.BLEU().corpus_score(hypotheses, [references])
+    assert (report["brevity_penalty"], report["length_ratio"]) == (expected.bp, expected.ratio)
 
     # The exported SavedModel (beam 4 as well) translates the same and scores the same.
     model, tokenizer = keras.models.load_model(root / "model.keras"), kt.SubwordTokenizer.load(root / "tokenizer.model")

@@ -82,19 +82,42 @@ def test_split_is_deterministic_disjoint_and_sized():
 
 
 
-def test_split_keeps_phrases_in_train_and_no_sentence_in_two_splits():
+def test_split_keeps_phrases_apart_and_no_sentence_in_two_splits():
     sentences = [(f"Satz Nummer {i}.", f"Sentence number {i}.") for i in range(3000)]
     phrases = [(f"wort{i}", f"word{i}") for i in range(3000)]
     held_out = [de for de, _ in sentences if ding.split_of(de) != "train"]
     # Another German sentence, in train by its hash, with the English of a held-out pair.
     in_train = next(f"Anderer Satz {i}." for i in range(100) if ding.split_of(f"Anderer Satz {i}.") == "train")
     shared_english = dict(sentences)[held_out[0]]
-    splits = ding.split_pairs(sentences + phrases + [(in_train, shared_english)])
-    assert set(phrases) <= set(splits["train"])
+    # Phrases that share a side with a held-out sentence: the German of one, the English of another.
+    leaking = [(held_out[1], "a phrase"), ("eine Phrase", dict(sentences)[held_out[2]])]
+    splits = ding.split_pairs(sentences + phrases + leaking + [(in_train, shared_english)])
+    assert sorted(splits["phrases"]) == sorted(phrases)  # the leaking phrases are dropped
     assert all(ding.split_of(de) == name for name in ("validation", "test") for de, _ in splits[name])
     assert (held_out[0], shared_english) in splits["train"]
     english = [set(en for _, en in pairs) for pairs in splits.values()]
     assert not (english[0] & english[1] or english[0] & english[2] or english[1] & english[2])
+    # The held-out splits are the same with and without the phrases.
+    without = ding.split_pairs(sentences + [(in_train, shared_english)])
+    assert "phrases" not in without
+    assert all(without[name] == splits[name] for name in ("train", "validation", "test"))
+
+
+def test_training_mixture_repeats_each_sentence_among_the_phrases(ding_file, tmp_path):
+    with pytest.raises(ValueError, match="holds no phrases split: prepare the corpus with include_phrases=True"):
+        ding.training_mixture(ding.prepare(tmp_path / "cache", ding_file=ding_file, verbose=0), 3)
+    dataset_dir = ding.prepare(tmp_path / "cache", ding_file=ding_file, include_phrases=True, verbose=0)
+    report = json.loads((dataset_dir / "report.json").read_text())
+    assert report["splits"]["phrases"] > 0
+    sentences = [(de.decode(), en.decode()) for de, en in ding.load("train", dataset_dir).as_numpy_iterator()]
+    phrases = [(de.decode(), en.decode()) for de, en in ding.load("phrases", dataset_dir).as_numpy_iterator()]
+    assert set(phrases) == set(ding.parse(ding_file, include_phrases=True).pairs) - set(ding.parse(ding_file).pairs)
+    mixed = [(de.decode(), en.decode()) for de, en in ding.training_mixture(dataset_dir, 3, seed=1).as_numpy_iterator()]
+    assert sorted(mixed) == sorted(sentences * 3 + phrases)
+    reversed_pair = next(ding.training_mixture(dataset_dir, 1, reverse=True, seed=1).as_numpy_iterator())
+    assert tuple(side.decode() for side in reversed_pair[::-1]) in set(sentences + phrases)
+    with pytest.raises(ValueError, match="sentence_repeats must be a positive integer, got 0"):
+        ding.training_mixture(dataset_dir, 0)
 
 
 def fake_tools(tmp_path, apt_exit=0):

@@ -84,9 +84,10 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
         assert train_logs[tag][0] == "scalars", tag
     rates = dict(scalar_values(train_logs["epoch_learning_rate"][1]))
     assert rates[1] == pytest.approx(64**-0.5 * 41 * 1000**-1.5, rel=1e-5)  # Eq. 3 after 40 updates
-    plugin, bleu = validation_logs["bleu"]
-    assert plugin == "scalars" and [step for step, _ in bleu] == [20, 40]
-    assert all(0 <= value <= 100 for _, value in scalar_values(bleu))
+    for tag in ("bleu", "chrf"):
+        plugin, values = validation_logs[tag]
+        assert plugin == "scalars" and [step for step, _ in values] == [20, 40]
+        assert all(0 <= value <= 100 for _, value in scalar_values(values)), tag
     assert validation_logs["translations"][0] == "text"
     assert validation_logs["attention/0"][0] == "images" and validation_logs["attention/1"][0] == "images"
     assert validation_logs["attention_pieces/0"][0] == "text"
@@ -94,8 +95,10 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-0000020.weights.npz", "step-0000040.weights.npz"]
     assert (out / "model.keras").is_file() and (out / "backup" / "latest.weights.h5").is_file()
     assert len((out / "translations.test.txt").read_text().splitlines()) == 12
-    report = json.loads((out / "translations.test.txt.bleu.json").read_text())
-    assert f"test BLEU: {report['score']}" in printed and "nrefs:1|case:mixed|eff:no|tok:13a" in printed
+    report = json.loads((out / "translations.test.txt.scores.json").read_text())
+    for name in ("bleu", "chrf", "chrf++"):
+        assert f"{report[name + '_text']}    ({report[name + '_signature']})" in printed
+    assert "nrefs:1|case:mixed|eff:no|tok:13a" in printed and "nc:6|nw:2" in printed  # BLEU 13a; chrF++
     assert (out / "export" / "1" / "saved_model.pb").is_file()
     assert json.loads((out / "run.json").read_text())["config"]["vocab_size"] == 300
 

@@ -11,8 +11,8 @@ import keras_transformer as kt
 BOS, EOS = 2, 3
 
 
-def eq3(step_num, d_model=512, warmup_steps=4000):
-    return d_model**-0.5 * min(step_num**-0.5, step_num * warmup_steps**-1.5)
+def eq3(step_num, d_model=512, warmup_steps=4000, scale=1.0):
+    return scale * d_model**-0.5 * min(step_num**-0.5, step_num * warmup_steps**-1.5)
 
 
 @pytest.mark.parametrize("step_num", [1, 4000, 100000])
@@ -38,7 +38,18 @@ def test_schedule_peaks_at_warmup_and_serializes():
     rates = np.asarray([float(schedule(s - 1)) for s in (3999, 4000, 4001)])
     assert rates[0] < rates[1] > rates[2]
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
-    assert restored.get_config() == {"d_model": 512, "warmup_steps": 4000}
+    assert restored.get_config() == {"d_model": 512, "warmup_steps": 4000, "scale": 1.0}
+
+
+@pytest.mark.parametrize("step_num", [1, 400, 5000])
+def test_scale_multiplies_the_whole_curve(step_num):
+    config = kt.TransformerConfig.preset("small", vocab_size=10, learning_rate_scale=2.5, warmup_steps=400)
+    schedule = keras.saving.deserialize_keras_object(kt.create_optimizer(config).get_config()["learning_rate"])
+    assert float(schedule(step_num - 1)) == pytest.approx(eq3(step_num, 256, 400, scale=2.5), rel=1e-6)
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
+    assert float(restored(step_num - 1)) == float(schedule(step_num - 1))
+    with pytest.raises(ValueError, match="scale must be positive, got 0"):
+        kt.TransformerSchedule(256, 400, scale=0)
 
 
 def test_optimizer_has_the_papers_adam_settings():
@@ -46,7 +57,7 @@ def test_optimizer_has_the_papers_adam_settings():
     assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
     schedule = optimizer.get_config()["learning_rate"]
     assert schedule["class_name"] == "TransformerSchedule"
-    assert schedule["config"] == {"d_model": 512, "warmup_steps": 4000}
+    assert schedule["config"] == {"d_model": 512, "warmup_steps": 4000, "scale": 1.0}
 
 
 def test_label_smoothed_loss_equals_hand_computation():

@@ -1,7 +1,9 @@
 """The training and evaluation programs: `python -m training.train`, `python -m training.evaluate`,
-`python -m training.average_checkpoints`."""
+`python -m training.average_checkpoints`, `python -m training.summary`."""
 
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's C++ INFO lines drown the programs' output
+from training.console import quiet_tensorflow_logs
+
+quiet_tensorflow_logs()  # before any program imports TensorFlow; see training/console.py
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")

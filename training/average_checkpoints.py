@@ -6,6 +6,8 @@
 import argparse
 import pathlib
 
+from training.console import add_verbose_flag
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
@@ -19,6 +21,7 @@ def main(argv=None):
                         help="average these checkpoint files instead of the last ones")
     parser.add_argument("--output", type=pathlib.Path, default=None,
                         help="the averaged .keras model (default: RUN_DIR/averaged.keras)")
+    add_verbose_flag(parser)
     args = parser.parse_args(argv)
     if args.last < 1:
         parser.error("--last must be at least 1")

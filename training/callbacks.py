@@ -11,12 +11,11 @@ import time
 
 import keras
 import numpy as np
-import sacrebleu
 import tensorflow as tf
 
 import keras_transformer as kt
 from training import checkpoints
-from training.evaluate import translate_all
+from training.evaluate import corpus_scores, translate_all
 
 
 def current_step(model):
@@ -149,8 +148,8 @@ class TimeLimit(keras.callbacks.Callback):
 
 
 class TranslationMonitor(keras.callbacks.Callback):
-    """After every epoch: greedy translations of the validation pairs, their BLEU
-    (sacrebleu, as `val_bleu` in the logs and `bleu` in TensorBoard), a table of the first
+    """After every epoch: greedy translations of the validation pairs, their BLEU and chrF
+    (sacrebleu, as `val_bleu` and `val_chrf` in the logs, `bleu` and `chrf` in TensorBoard), a table of the first
     `samples` as a text summary, and their encoder-decoder attention (last decoder layer,
     heads averaged) as images; TensorBoard's axis is the training step."""
 
@@ -167,12 +166,13 @@ class TranslationMonitor(keras.callbacks.Callback):
             return
         sources = [source for source, _ in self.pairs]
         hypotheses = translate_all(self.translator.translate, sources)
-        bleu = sacrebleu.corpus_bleu(hypotheses, [[target for _, target in self.pairs]])
+        scores = corpus_scores(hypotheses, [target for _, target in self.pairs])
         if logs is not None:
-            logs["val_bleu"] = bleu.score
+            logs["val_bleu"], logs["val_chrf"] = scores["bleu"], scores["chrf"]
         step = current_step(self.model)
         with self.writer.as_default(step=step):
-            tf.summary.scalar("bleu", bleu.score, description=str(bleu))
+            tf.summary.scalar("bleu", scores["bleu"], description=scores["bleu_text"])
+            tf.summary.scalar("chrf", scores["chrf"], description=scores["chrf_text"])
             rows = [("source", "reference", "translation"), ("---",) * 3]
             rows += [(s, t, h) for (s, t), h in zip(self.pairs[: self.samples], hypotheses)]
             tf.summary.text("translations", "\n".join("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows))

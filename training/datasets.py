@@ -18,23 +18,29 @@ class Dataset:
     """A named corpus: `read(split)` gives a tf.data.Dataset of (source, target) strings and
     `pairs(split)` a list of (source, target) Python strings; `languages` is (source, target).
 
-    Ding is German-English (source_language="en" reverses it); tfds datasets default to their
-    own direction; folder:DIR needs both languages.
+    Ding is German-English (source_language="en" reverses it); with `phrases` its training
+    split mixes the dictionary's word and phrase pairs with the sentence pairs, each sentence
+    `sentence_repeats` times (`ding.training_mixture`). tfds datasets default to their own
+    direction; folder:DIR needs both languages.
     """
 
-    def __init__(self, spec, source_language=None, target_language=None, data_dir=None, download=True):
+    def __init__(self, spec, source_language=None, target_language=None, data_dir=None, download=True,
+                 phrases=False, sentence_repeats=1):
         kind, _, argument = spec.partition(":")
         if kind not in ("ding", "tfds", "folder", "tsv") or (kind == "ding") == bool(argument):
             raise ValueError(f"--dataset {spec!r}: expected {SPEC_HELP}")
         self.spec, self.kind, self.argument = spec, kind, argument
         self.data_dir, self.download = data_dir, download
+        self.phrases, self.sentence_repeats = phrases, sentence_repeats
+        if phrases and kind != "ding":
+            raise ValueError(f"--phrases adds the Ding dictionary's phrase pairs; --dataset {spec!r} has none")
         if kind == "ding":
             if source_language not in (None, "de", "en"):
                 raise ValueError(f"the Ding corpus is German-English; no source language {source_language!r}")
             self.languages = ("en", "de") if source_language == "en" else ("de", "en")
             if target_language not in (None, self.languages[1]):
                 raise ValueError(f"the Ding corpus translates {self.languages[0]} into {self.languages[1]}, not {target_language!r}")
-            self.dataset_dir = ding.prepare(data_dir)
+            self.dataset_dir = ding.prepare(data_dir, include_phrases=phrases)
         elif kind == "tfds":
             self.languages = tfds_languages(argument, source_language, data_dir)
             if target_language not in (None, self.languages[1]):
@@ -48,6 +54,8 @@ class Dataset:
             self.languages = (source_language or "source", target_language or "target")
 
     def read(self, split, shuffle_files=False):
+        if self.kind == "ding" and self.phrases and split == "train":
+            return ding.training_mixture(self.dataset_dir, self.sentence_repeats, reverse=self.languages[0] == "en", seed=0)
         if self.kind == "ding":
             return ding.load(split, self.dataset_dir, reverse=self.languages[0] == "en")
         if self.kind == "tfds":
@@ -57,4 +65,9 @@ class Dataset:
         return read_tsv(self.root / f"{split}.tsv").dataset()
 
     def pairs(self, split):
-        return [(s.decode("utf-8"), t.decode("utf-8")) for s, t in self.read(split).as_numpy_iterator()]
+        """The split's pairs as Python strings (read in batches: one at a time is slow)."""
+        return [
+            (s.decode("utf-8"), t.decode("utf-8"))
+            for sources, targets in self.read(split).batch(4096).as_numpy_iterator()
+            for s, t in zip(sources, targets)
+        ]

@@ -1,10 +1,11 @@
-"""BLEU of a trained model, from a checkpoint or a SavedModel, on a dataset split or on files.
+"""BLEU and chrF of a trained model, from a checkpoint or a SavedModel, on a dataset split or on files.
 
     python -m training.evaluate --model runs/demo/model.keras --split test
     python -m training.evaluate --model exports/transformer --source de.txt --reference en.txt
 
-BLEU is sacrebleu's corpus BLEU on detokenized output against untokenized references (its
-signature is printed, so that scores can be compared across papers and tools).
+BLEU is sacrebleu's corpus BLEU on detokenized output against untokenized references, beside
+sacrebleu's chrF and chrF++ (character n-grams: steadier than BLEU on a small test set); the
+signatures are printed, so that scores can be compared across papers and tools.
 """
 
 import argparse
@@ -14,6 +15,8 @@ import sys
 
 import keras
 import sacrebleu
+
+from training.console import add_verbose_flag
 
 
 def progress_verbosity():
@@ -38,17 +41,37 @@ def translate_all(translate, sentences, batch_size=64, verbose=0):
     return results
 
 
-def bleu_report(hypotheses, references, output):
-    """sacrebleu's corpus BLEU; writes the hypotheses to `output` (one per line) and the score
-    with its signature to `output` + ".bleu.json"; returns the BLEU object."""
-    bleu = sacrebleu.metrics.BLEU()
-    score = bleu.corpus_score(hypotheses, [references])
+def corpus_scores(hypotheses, references):
+    """sacrebleu's corpus BLEU (13a tokenization), chrF and chrF++ (word order 2) of detokenized
+    hypotheses against one reference each, with their signatures and BLEU's brevity penalty."""
+    metrics = {"bleu": sacrebleu.metrics.BLEU(), "chrf": sacrebleu.metrics.CHRF(),
+               "chrf++": sacrebleu.metrics.CHRF(word_order=2)}
+    scores = {"sentences": len(hypotheses)}
+    for name, metric in metrics.items():
+        result = metric.corpus_score(hypotheses, [references])
+        scores[name] = result.score
+        scores[f"{name}_text"] = str(result)
+        scores[f"{name}_signature"] = str(metric.get_signature())
+        if name == "bleu":
+            scores["brevity_penalty"], scores["length_ratio"] = result.bp, result.ratio
+    return scores
+
+
+def score_report(hypotheses, references, output):
+    """`corpus_scores`; writes the hypotheses to `output` (one per line) and the scores to
+    `output` + ".scores.json"; returns the scores."""
+    scores = corpus_scores(hypotheses, references)
     output = pathlib.Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("".join(h.replace("\n", " ") + "\n" for h in hypotheses), encoding="utf-8")
-    summary = {"bleu": score.score, "score": str(score), "signature": str(bleu.get_signature()), "sentences": len(hypotheses)}
-    output.with_name(output.name + ".bleu.json").write_text(json.dumps(summary, indent=2))
-    return score, bleu.get_signature()
+    output.with_name(output.name + ".scores.json").write_text(json.dumps(scores, indent=2))
+    return scores
+
+
+def print_scores(scores):
+    """The scores as sacrebleu prints them, each with its signature."""
+    for name in ("bleu", "chrf", "chrf++"):
+        print(f"{scores[name + '_text']}    ({scores[name + '_signature']})")
 
 
 def load_translate(model_path, tokenizer_path=None, beam_size=4, alpha=0.6):
@@ -86,7 +109,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m training.evaluate",
         description="Translate a test set with a trained model and score it with sacrebleu "
-        "(corpus BLEU on detokenized output; the signature is printed).",
+        "(corpus BLEU, chrF and chrF++ on detokenized output; the signatures are printed).",
     )
     parser.add_argument("--model", required=True, type=pathlib.Path,
                         help="a .keras model, a run's step checkpoint (.weights.npz), or a SavedModel "
@@ -106,6 +129,7 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default: 64)")
     parser.add_argument("--output", type=pathlib.Path, default=None,
                         help="file for the translations (default: translations.<split>.txt beside the model)")
+    add_verbose_flag(parser)
     args = parser.parse_args(argv)
     if (args.source is None) != (args.reference is None):
         parser.error("--source and --reference go together")
@@ -128,10 +152,8 @@ def main(argv=None):
     output = args.output or (args.model if args.model.is_dir() else args.model.parent) / f"translations.{name}.txt"
     print(f"translating {len(pairs)} sentences with {description}", file=sys.stderr)
     hypotheses = translate_all(translate, [s for s, _ in pairs], args.batch_size, verbose=progress_verbosity())
-    score, signature = bleu_report(hypotheses, [t for _, t in pairs], output)
-    print(score)
-    print(f"sacrebleu signature: {signature}")
-    print(f"translations written to {output}")
+    print_scores(score_report(hypotheses, [t for _, t in pairs], output))
+    print(f"translations written to {output}, scores to {output}.scores.json")
 
 
 if __name__ == "__main__":

@@ -4,9 +4,9 @@
     tokenizer.model       the shared subword vocabulary
     backup/               the exact training state (weights, optimizer, epoch) for resuming
     checkpoints/          step-NNNNNNN.weights.npz, the last K
-    logs/                 TensorBoard: train/ (loss, accuracy, learning rate), validation/ (BLEU, text, attention)
+    logs/                 TensorBoard: train/ (loss, accuracy, learning rate), validation/ (BLEU, chrF, text, attention)
     model.keras           the average of the last K checkpoints
-    translations.test.txt and .bleu.json, export/<version>/ (the SavedModel)
+    translations.test.txt and .scores.json (BLEU, chrF, chrF++), export/<version>/ (the SavedModel)
 """
 
 import json

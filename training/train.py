@@ -16,6 +16,7 @@ import math
 import pathlib
 import sys
 
+from training.console import add_verbose_flag
 from training.datasets import SPEC_HELP
 
 DEFAULT_VOCAB_SIZE = 8000
@@ -48,6 +49,10 @@ def build_parser():
     data.add_argument("--data-dir", default=None, help="tfds data directory, or the Ding cache directory")
     data.add_argument("--no-download", dest="download", action="store_false",
                       help="never download a tfds dataset (it must be prepared in --data-dir)")
+    data.add_argument("--phrases", action="store_true",
+                      help="Ding only: train on the dictionary's word and phrase pairs too, mixed with the sentence pairs")
+    data.add_argument("--sentence-repeats", type=int, default=1,
+                      help="with --phrases: each sentence pair appears this many times per pass over the phrases")
     data.add_argument("--validation-split", default="validation", help="split for BLEU during training")
     data.add_argument("--test-split", default="test", help="split scored at the end")
     data.add_argument("--vocab-size", type=int, default=None,
@@ -88,6 +93,7 @@ def build_parser():
                           help="auto (bf16 on TPUs and Ampere+ GPUs), off, bf16 or fp16 (with loss scaling)")
     hardware.add_argument("--jit-compile", action="store_true", help="compile the training step with XLA")
     parser.add_argument("--output-dir", type=pathlib.Path, required=True, help="the run directory, e.g. runs/demo")
+    add_verbose_flag(parser)
     return parser
 
 
@@ -179,7 +185,10 @@ def setup(args):
     chief = runtime.is_chief()
     if args.max_minutes and strategy.extended._in_multi_worker_mode():
         raise ValueError("--max-minutes cannot be used with several workers: they must stop at the same step")
-    dataset = Dataset(args.dataset, args.source_language, args.target_language, args.data_dir, args.download)
+    if args.sentence_repeats < 1:
+        raise ValueError("--sentence-repeats must be at least 1")
+    dataset = Dataset(args.dataset, args.source_language, args.target_language, args.data_dir, args.download,
+                      args.phrases, args.sentence_repeats)
     settings = {
         "config": config.to_dict(),
         "vocabulary": {"tokenizer": str(args.tokenizer)} if args.tokenizer else {"vocab_size": args.vocab_size or DEFAULT_VOCAB_SIZE},
@@ -187,6 +196,8 @@ def setup(args):
         "languages": list(dataset.languages),
         "max_length": args.max_length,
     }
+    if args.phrases:
+        settings["phrases"] = {"sentence_repeats": args.sentence_repeats}
     check_settings(out_dir, settings)
     keras.utils.set_random_seed(args.seed)
     tokenizer = prepare_tokenizer(args, dataset, out_dir, config.vocab_size, chief, strategy)
@@ -265,19 +276,21 @@ def finish(args, out_dir, config, tokenizer, dataset):
     print(f"averaged the checkpoints of steps {steps} into {model_path}")
     translator = kt.Translator(model, tokenizer, args.beam_size, args.alpha)
     pairs = dataset.pairs(args.test_split)
-    print(f"translating the {len(pairs)} sentences of the {args.test_split} split (beam {args.beam_size})")
+    print(f"translating the {len(pairs)} sentences of the {args.test_split} split (beam {args.beam_size}, alpha {args.alpha})")
     hypotheses = evaluate.translate_all(translator.translate, [s for s, _ in pairs], verbose=evaluate.progress_verbosity())
     output = out_dir / f"translations.{args.test_split}.txt"
-    score, signature = evaluate.bleu_report(hypotheses, [t for _, t in pairs], output)
-    print(f"test BLEU: {score}\nsacrebleu signature: {signature}\ntranslations written to {output}")
+    scores = evaluate.score_report(hypotheses, [t for _, t in pairs], output)
+    print(f"{args.test_split} scores:")
+    evaluate.print_scores(scores)
+    print(f"translations written to {output}, scores to {output}.scores.json")
     version_dir = kt.export_saved_model(translator, args.export_dir or out_dir / "export")
     print(f"SavedModel exported to {version_dir}")
-    return {"bleu": score.score, "model": str(model_path), "export": str(version_dir)}
+    return {"bleu": scores["bleu"], "chrf": scores["chrf"], "model": str(model_path), "export": str(version_dir)}
 
 
-def run(args, config, strategy, policy, dataset, tokenizer, chief):
-    """Trains, then (the chief) averages, scores and exports; returns {"bleu", "model",
-    "export"}, or {} on other workers."""
+def train_model(args, config, strategy, policy, dataset, tokenizer, chief):
+    """Trains with model.fit until --steps/--epochs or --max-minutes; the run's checkpoints,
+    backup and logs go into --output-dir. Returns the step reached."""
     import keras_transformer as kt
     from training import evaluate
     from training.callbacks import Backup, current_step
@@ -303,10 +316,18 @@ def run(args, config, strategy, policy, dataset, tokenizer, chief):
     callbacks = build_callbacks(args, out_dir, tokenizer, dataset, chief, steps_per_epoch)
     model.fit(batches, epochs=epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks, shuffle=False,
               verbose=evaluate.progress_verbosity())
-    print(f"training stopped at step {current_step(model)}", file=sys.stderr)
+    step = current_step(model)
+    print(f"training stopped at step {step}", file=sys.stderr)
+    return step
+
+
+def run(args, config, strategy, policy, dataset, tokenizer, chief):
+    """Trains, then (the chief) averages, scores and exports; returns {"bleu", "chrf", "model",
+    "export"}, or {} on other workers."""
+    train_model(args, config, strategy, policy, dataset, tokenizer, chief)
     if not chief:
         return {}
-    return finish(args, out_dir, config, tokenizer, dataset)
+    return finish(args, args.output_dir, config, tokenizer, dataset)
 
 
 def main(argv=None):

@@ -148,7 +148,7 @@ def pipeline_report(pairs, tokenizer, tokens_per_batch, max_length, bucketing=Tr
     `skipped` adds the counts of pairs a reader skipped (a Corpus's `skipped`).
     """
     reasons = tokenize_pairs(pairs, tokenizer).map(lambda s, t: drop_reason(s, t, max_length))
-    codes = np.fromiter(reasons.as_numpy_iterator(), dtype=np.int32)
+    codes = np.concatenate([np.zeros(0, np.int32), *reasons.batch(8192).as_numpy_iterator()])
     dropped = collections.Counter(dict(skipped or {}))
     dropped["empty after normalization"] += int(np.sum(codes == EMPTY))
     dropped[f"longer than max_length={max_length} tokens"] += int(np.sum(codes == TOO_LONG))

@@ -31,7 +31,7 @@ INSTALLED_FILE = pathlib.Path("/usr/share/trans/de-en")
 PACKAGE_FILE = pathlib.PurePosixPath("usr/share/trans/de-en")
 DATASET_NAME = "ding_de_en"
 DATASET_VERSION = "1.0.0"
-PARSER_VERSION = 2  # part of the cache key: a prepared dataset is rebuilt when the parser changes
+PARSER_VERSION = 3  # part of the cache key: a prepared dataset is rebuilt when the parser changes
 SPLIT_FRACTIONS = {"test": 0.04, "validation": 0.04}  # about 870 sentence pairs each
 
 ANNOTATION = re.compile(r"\{[^}]*\}|\[[^\]]*\]|\([^)]*\)")
@@ -162,19 +162,30 @@ def split_of(german):
 
 
 def split_pairs(pairs):
-    """{"train": [...], "validation": [...], "test": [...]}, each in a deterministic hash order.
+    """{"train": [...], "validation": [...], "test": [...]} of the sentence pairs, and with word
+    and phrase pairs among `pairs` also {"phrases": [...]}, each in a deterministic hash order.
 
-    Sentence pairs go where `split_of` their German side says; words and phrases always go to
-    train. A validation or test pair whose English sentence also occurs in another split moves
-    to train, so no sentence of either language is shared between splits.
+    Sentence pairs go where `split_of` their German side says; a validation or test pair whose
+    English sentence also occurs in another split moves to train, so no sentence of either
+    language is shared between splits. Words and phrases are training data only: one that shares
+    its German or its English with a validation or test sentence is dropped, so the held-out
+    splits are the same with and without them.
     """
-    wanted = [(de, en, split_of(de) if is_sentence(de) and is_sentence(en) else "train") for de, en in pairs]
+    sentences = [(de, en) for de, en in pairs if is_sentence(de) and is_sentence(en)]
+    wanted = [(de, en, split_of(de)) for de, en in sentences]
     english_splits = collections.defaultdict(set)
     for _, en, split in wanted:
         english_splits[en].add(split)
     splits = {"train": [], "validation": [], "test": []}
     for de, en, split in wanted:
         splits["train" if len(english_splits[en]) > 1 else split].append((de, en))
+    if len(sentences) < len(pairs):
+        held_out = {side for name in ("validation", "test") for pair in splits[name] for side in pair}
+        sentence_set = set(sentences)
+        splits["phrases"] = [
+            (de, en) for de, en in pairs
+            if (de, en) not in sentence_set and de not in held_out and en not in held_out
+        ]
     return {name: sorted(items, key=lambda pair: _hash("\t".join(pair))) for name, items in splits.items()}
 
 
@@ -229,14 +240,46 @@ def prepare(cache_dir=None, ding_file=None, include_phrases=False, verbose=1):
 
 
 def load(split, dataset_dir, reverse=False):
-    """A tf.data.Dataset of (German, English) string pairs, (English, German) with `reverse`."""
+    """A tf.data.Dataset of (German, English) string pairs, (English, German) with `reverse`.
+    Splits: train, validation, test; "phrases" in a dataset prepared with `include_phrases`."""
     import tensorflow_datasets as tfds
 
     builder = tfds.builder_from_directory(str(dataset_dir))
     if split not in builder.info.splits:
-        raise ValueError(f"the Ding dataset has splits {sorted(builder.info.splits)}, not {split!r}")
+        raise ValueError(f"the Ding dataset has splits {tfds_splits(dataset_dir)}, not {split!r}")
     keys = ("en", "de") if reverse else ("de", "en")
     return builder.as_dataset(split=split).map(lambda example: (example[keys[0]], example[keys[1]]))
+
+
+def training_mixture(dataset_dir, sentence_repeats, reverse=False, seed=None):
+    """The train split's sentence pairs, each `sentence_repeats` times, in a random order among
+    the word and phrase pairs (the "phrases" split of a dataset prepared with `include_phrases`):
+    one finite pass, in which sentences make k*S / (k*S + P) of the pairs. Up-sampling keeps
+    the few sentences from drowning among the many phrases while the phrases widen the
+    vocabulary the model sees. Held in memory (a few tens of MB), so later passes are fast."""
+    import numpy as np
+    import tensorflow as tf
+
+    if isinstance(sentence_repeats, bool) or not isinstance(sentence_repeats, int) or sentence_repeats < 1:
+        raise ValueError(f"sentence_repeats must be a positive integer, got {sentence_repeats!r}")
+    if "phrases" not in tfds_splits(dataset_dir):
+        raise ValueError(f"{dataset_dir} holds no phrases split: prepare the corpus with include_phrases=True (--phrases)")
+    sentences, phrases = (
+        [np.concatenate(side) for side in zip(*load(split, dataset_dir, reverse).batch(8192).as_numpy_iterator())]
+        for split in ("train", "phrases")
+    )
+    order = np.concatenate([np.tile(np.arange(len(sentences[0])), sentence_repeats),
+                            len(sentences[0]) + np.arange(len(phrases[0]))])
+    np.random.default_rng(seed).shuffle(order)
+    sources, targets = (np.concatenate([a, b])[order] for a, b in zip(sentences, phrases))
+    return tf.data.Dataset.from_tensor_slices((sources, targets))
+
+
+def tfds_splits(dataset_dir):
+    """The split names of a prepared dataset."""
+    import tensorflow_datasets as tfds
+
+    return sorted(tfds.builder_from_directory(str(dataset_dir)).info.splits)
 
 
 def main(argv=None):
@@ -256,7 +299,8 @@ def main(argv=None):
     )
     parser.add_argument(
         "--phrases", action="store_true",
-        help="also keep the dictionary's word and phrase pairs (about 200,000), not only sentences",
+        help="also store the dictionary's word and phrase pairs (about 370,000) as a split of their own, "
+        "'phrases' (training data only)",
     )
     args = parser.parse_args(argv)
     try:

@@ -1,0 +1,279 @@
+"""Translation quality of the demo's training budget: a study of its settings on the Ding corpus.
+
+    python -m benchmarks.quality                    # every run of the study not yet done (hours)
+    python -m benchmarks.quality --list             # the runs, and which are done
+    python -m benchmarks.quality --only baseline    # some runs (names or levers)
+
+Each run trains `python -m training.train`'s model from today's demo settings with one lever
+changed (or several, in the combined runs) for the same wall-clock budget, then translates the
+validation split with each decoding setting of the run (beam size, length penalty alpha, and how
+many of the last checkpoints, 25 steps apart, are averaged) and scores it with sacrebleu (BLEU
+13a, chrF, chrF++). Settings are chosen on validation only; the test split is translated only
+for the runs marked to confirm the chosen settings.
+
+Each run is a fresh process writing RUN_DIR/result.json; a run with a result for the same budget
+(there, or in benchmarks/QUALITY.json) is not run again, so the study continues where it
+stopped, also in a fresh checkout. After every run the table in benchmarks/QUALITY.md
+(between its table markers; the text around them is kept) and benchmarks/QUALITY.json are
+rewritten.
+"""
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import pathlib
+import platform
+import shutil
+import subprocess
+import sys
+import time
+
+REPORT = pathlib.Path("benchmarks/QUALITY.md")
+TABLE_START, TABLE_END = "<!-- quality table: written by benchmarks/quality.py -->", "<!-- end of the quality table -->"
+SCREEN_MINUTES, FULL_MINUTES = 4, 14  # screening runs; the demo's budget (make demo's DEMO_MINUTES)
+CHECKPOINT_EVERY, CHECKPOINTS_KEPT = 25, 20
+# Today's demo (`make demo` before this study): the small preset, an 8000-piece vocabulary,
+# 3000 tokens per batch side, 800 warm-up steps, greedy validation BLEU every 200 steps.
+DEMO_FLAGS = (
+    "--preset", "small", "--vocab-size", "8000", "--steps", "100000", "--steps-per-epoch", "200",
+    "--bleu-sentences", "200",
+)
+DEMO_DECODING = (4, 0.6, 5)  # beam 4, alpha 0.6 (§6.1), the last 5 checkpoints averaged
+DECODINGS = (  # the decoding lever (beam, alpha, checkpoints averaged), on the runs that list it
+    (1, 0.0, 5), (4, 0.6, 5), (4, 1.0, 5), (4, 1.5, 5), (4, 1.0, 1), (4, 1.0, 20),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One training run of the study: `flags` added to the demo's, `decodings` (beam, alpha,
+    checkpoints averaged) scored on validation, and on test too when `test`."""
+
+    name: str
+    lever: str
+    flags: tuple = ()
+    full_budget: bool = False
+    seed: int = 0
+    decodings: tuple = (DEMO_DECODING,)
+    test: bool = False
+
+    def minutes(self, screen_minutes):
+        return FULL_MINUTES if self.full_budget else screen_minutes
+
+    def training_flags(self, minutes):
+        return (*DEMO_FLAGS, *self.flags, "--seed", str(self.seed), "--max-minutes", f"{minutes:g}",
+                "--checkpoint-every", str(CHECKPOINT_EVERY), "--keep-checkpoints", str(CHECKPOINTS_KEPT))
+
+    def tokenizer_key(self):
+        """Runs with the same vocabulary size and training text share one trained tokenizer."""
+        flags = self.training_flags(0)
+        mix = f"phrases-x{flag_value(flags, '--sentence-repeats', 1)}" if "--phrases" in flags else "sentences"
+        return f"{mix}-{flag_value(flags, '--vocab-size')}"
+
+
+def flag_value(flags, name, default=None):
+    """The last value given to the option `name` in `flags`."""
+    values = [flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag == name]
+    return values[-1] if values else default
+
+
+STUDY = (
+    # Today's demo settings, screened; its decoding lever too.
+    Run("baseline", "baseline", decodings=DECODINGS),
+    # Data: Ding's words and phrases, the sentences up-sampled.
+    Run("phrases-x10", "data", ("--phrases", "--sentence-repeats", "10")),
+    # Vocabulary and model shape.
+    Run("vocab-4k", "vocabulary", ("--vocab-size", "4000")),
+    Run("layers-2", "shape", ("--set", "num_layers=2")),
+    # Learning rate (Eq. 3): warm-up and a scale on the whole curve.
+    Run("warmup-400", "learning rate", ("--set", "warmup_steps=400")),
+    Run("lr-x2", "learning rate", ("--set", "learning_rate_scale=2.0")),
+    # Regularization (§5.4).
+    Run("dropout-0", "regularization", ("--set", "dropout=0.0")),
+    Run("smoothing-0", "regularization", ("--set", "label_smoothing=0.0")),
+    # Tokens per batch (§5.1).
+    Run("batch-6000", "batch", ("--tokens-per-batch", "6000")),
+)
+
+
+def machine():
+    """The CPU model and the cores this process may use."""
+    model = platform.processor() or platform.machine()
+    cpuinfo = pathlib.Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
+        model = names[0] if names else model
+    return f"{model}, {len(os.sched_getaffinity(0))} cores"
+
+
+def run_child(run, work_dir, minutes):
+    """Trains `run` in this process for `minutes`, scores its decodings and writes RUN_DIR/result.json."""
+    from training import checkpoints, evaluate, train
+
+    run_dir = work_dir / run.name
+    tokenizer = work_dir / "tokenizers" / f"{run.tokenizer_key()}.model"
+    flags = [*run.training_flags(minutes), "--output-dir", str(run_dir)]
+    if tokenizer.is_file():
+        flags += ["--tokenizer", str(tokenizer)]
+    args = train.build_parser().parse_args(flags)
+    started = time.monotonic()
+    config, strategy, policy, dataset, tokenizer_model, chief = train.setup(args)
+    if not tokenizer.is_file():
+        tokenizer.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(run_dir / "tokenizer.model", tokenizer)
+    trained = time.monotonic()
+    steps = train.train_model(args, config, strategy, policy, dataset, tokenizer_model, chief)
+    training_seconds = time.monotonic() - trained
+
+    import keras_transformer as kt
+
+    paths = checkpoints.list_checkpoints(run_dir / "checkpoints")
+    splits = ["validation"] + (["test"] if run.test else [])
+    pairs = {split: dataset.pairs(split) for split in splits}
+    scores = []
+    for beam, alpha, window in run.decodings:
+        model = kt.build_transformer(config)
+        checkpoints.assign(model, checkpoints.average_checkpoints(paths[-window:]), source=f"the last {window} checkpoints")
+        translator = kt.Translator(model, tokenizer_model, beam, alpha)
+        for split in splits:
+            print(f"{run.name}: {split} split, beam {beam}, alpha {alpha}, {window} checkpoint(s) averaged", file=sys.stderr)
+            hypotheses = evaluate.translate_all(translator.translate, [s for s, _ in pairs[split]], verbose=2)
+            output = run_dir / f"translations.{split}.beam{beam}-alpha{alpha}-avg{window}.txt"
+            result = evaluate.score_report(hypotheses, [t for _, t in pairs[split]], output)
+            scores.append({"split": split, "beam": beam, "alpha": alpha, "averaged": window, **result})
+    result = {
+        "name": run.name, "lever": run.lever, "flags": list(run.flags), "seed": run.seed, "minutes": minutes,
+        "steps": steps, "training_seconds": round(training_seconds, 1),
+        "total_seconds": round(time.monotonic() - started, 1),
+        "date": datetime.date.today().isoformat(), "machine": machine(), "scores": scores,
+    }
+    (run_dir / "result.json").write_text(json.dumps(result, indent=2))
+
+
+def result_of(run, work_dir, minutes, recorded=()):
+    """The run's result if it was done with this budget: its RUN_DIR/result.json, else the one
+    in `recorded` (the report's raw results: a study continued in a fresh checkout); else None."""
+    path = work_dir / run.name / "result.json"
+    found = [json.loads(path.read_text())] if path.is_file() else [r for r in recorded if r["name"] == run.name]
+    return next((r for r in found if r["minutes"] == run.minutes(minutes)), None)
+
+
+def recorded_results(report):
+    raw = report.with_suffix(".json")
+    return json.loads(raw.read_text()) if raw.is_file() else []
+
+
+def results(work_dir, minutes, recorded=()):
+    return [result for run in STUDY if (result := result_of(run, work_dir, minutes, recorded))]
+
+
+def table(found):
+    """One row per run and decoding: settings, steps reached, validation and test scores."""
+    header = ("| run | lever | settings (beyond the demo's) | seed | min | steps | beam | alpha | avg | "
+              "val BLEU | val chrF | val BP | test BLEU | test chrF | test BP | date |")
+    rows = [header, "|" + " --- |" * header.count(" | ") + " --- |"]
+    for result in found:
+        validation = [s for s in result["scores"] if s["split"] == "validation"]
+        test = {(s["beam"], s["alpha"], s["averaged"]): s for s in result["scores"] if s["split"] == "test"}
+        for score in validation:
+            key = (score["beam"], score["alpha"], score["averaged"])
+            tested = test.get(key)
+            rows.append("| " + " | ".join([
+                result["name"], result["lever"], " ".join(result["flags"]) or "(the demo's)", str(result["seed"]),
+                f"{result['minutes']:g}", str(result["steps"]), str(key[0]), f"{key[1]:g}", str(key[2]),
+                f"{score['bleu']:.2f}", f"{score['chrf']:.1f}", f"{score['brevity_penalty']:.3f}",
+                f"{tested['bleu']:.2f}" if tested else "-", f"{tested['chrf']:.1f}" if tested else "-",
+                f"{tested['brevity_penalty']:.3f}" if tested else "-", result["date"],
+            ]) + " |")
+    machines = sorted({r["machine"] for r in found})
+    signatures = sorted({s[f"{m}_signature"] for r in found for s in r["scores"] for m in ("bleu", "chrf")})
+    return "\n".join([
+        "Written by `python -m benchmarks.quality` "
+        f"({len(found)} runs; machine: {'; '.join(machines) or '-'}).",
+        "",
+        *rows,
+        "",
+        "val/test BP: BLEU's brevity penalty (1 = output not shorter than the references). "
+        "avg: the last N checkpoints (25 steps apart) averaged. min: the training budget in minutes.",
+        "sacrebleu signatures: " + "; ".join(f"`{s}`" for s in signatures),
+    ])
+
+
+def write_report(found, report):
+    """Rewrites the table between the markers of `report` (.md) and the raw results beside it (.json)."""
+    text = report.read_text() if report.is_file() else f"# Translation quality\n\n{TABLE_START}\n{TABLE_END}\n"
+    if TABLE_START not in text or TABLE_END not in text:
+        raise ValueError(f"{report} lacks the table markers {TABLE_START!r} and {TABLE_END!r}")
+    before, rest = text.split(TABLE_START, 1)
+    after = rest.split(TABLE_END, 1)[1]
+    report.write_text(f"{before}{TABLE_START}\n{table(found)}\n{TABLE_END}{after}")
+    report.with_suffix(".json").write_text(json.dumps(found, indent=2) + "\n")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.quality",
+        description="Train and score the study's settings on the Ding corpus, each for the same "
+        "wall-clock budget, and write benchmarks/QUALITY.md and benchmarks/QUALITY.json. "
+        "Resumable: runs with a result are skipped.",
+    )
+    parser.add_argument("--work-dir", type=pathlib.Path, default=pathlib.Path("runs/quality"),
+                        help="where the runs are kept (default: runs/quality)")
+    parser.add_argument("--minutes", type=float, default=SCREEN_MINUTES,
+                        help=f"training budget of a screening run, in minutes (default: {SCREEN_MINUTES}); "
+                        f"the runs that confirm the chosen settings train for the demo's {FULL_MINUTES}")
+    parser.add_argument("--only", nargs="+", default=None, metavar="NAME",
+                        help="run only these runs (names, or levers such as 'data')")
+    parser.add_argument("--report", type=pathlib.Path, default=REPORT,
+                        help=f"the report to write (default: {REPORT}; the raw results go beside it as .json)")
+    parser.add_argument("--list", action="store_true", help="list the study's runs and whether each is done")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one run, in a fresh process
+    args = parser.parse_args(argv)
+    by_name = {run.name: run for run in STUDY}
+    if args.child:
+        run = by_name[args.child]
+        return run_child(run, args.work_dir, run.minutes(args.minutes))
+    chosen = [run for run in STUDY if not args.only or run.name in args.only or run.lever in args.only]
+    unknown = set(args.only or ()) - {r.name for r in STUDY} - {r.lever for r in STUDY}
+    if unknown:
+        parser.error(f"no run or lever named {', '.join(sorted(unknown))}; see --list")
+    recorded = recorded_results(args.report)
+    if args.list:
+        for run in STUDY:
+            done = result_of(run, args.work_dir, args.minutes, recorded) is not None
+            print(f"{'done' if done else 'todo'}  {run.name:<18} {run.lever:<15} {run.minutes(args.minutes):g} min  "
+                  f"{' '.join(run.flags)}")
+        return None
+    todo = [run for run in chosen if result_of(run, args.work_dir, args.minutes, recorded) is None]
+    print(f"{len(chosen) - len(todo)} of {len(chosen)} runs done; {len(todo)} to go, "
+          f"about {sum(r.minutes(args.minutes) + 3 for r in todo):.0f} minutes; table: {args.report}", flush=True)
+    for number, run in enumerate(todo, start=1):
+        run_dir = args.work_dir / run.name
+        if run_dir.exists():  # a run cut short: started again from nothing, for the same budget
+            shutil.rmtree(run_dir)
+        run_dir.mkdir(parents=True)
+        print(f"[{number}/{len(todo)}] {run.name}: {' '.join(run.flags) or 'the demo settings'}, "
+              f"{run.minutes(args.minutes):g} minutes (log: {run_dir / 'log.txt'})", flush=True)
+        with open(run_dir / "log.txt", "w") as log:
+            completed = subprocess.run(
+                [sys.executable, "-m", "benchmarks.quality", "--child", run.name, "--work-dir", str(args.work_dir),
+                 "--minutes", str(args.minutes)],
+                stdout=log, stderr=subprocess.STDOUT,
+            )
+        if completed.returncode != 0:
+            print(f"    failed (exit code {completed.returncode}); see {run_dir / 'log.txt'}", flush=True)
+            continue
+        result = json.loads((run_dir / "result.json").read_text())
+        best = max((s for s in result["scores"] if s["split"] == "validation"), key=lambda s: s["bleu"])
+        print(f"    {result['steps']} steps; best validation BLEU {best['bleu']:.2f}, chrF {best['chrf']:.1f} "
+              f"(beam {best['beam']}, alpha {best['alpha']:g}, {best['averaged']} averaged)", flush=True)
+        write_report(results(args.work_dir, args.minutes, recorded), args.report)
+    write_report(results(args.work_dir, args.minutes, recorded), args.report)
+    print(f"table written to {args.report} and {args.report.with_suffix('.json')}")
+    return None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""A readable console for the programs: TensorFlow's C++ log lines are hidden unless asked for.
+
+`training/__init__.py` and `serving/__init__.py` call `quiet_tensorflow_logs()`, so it runs before
+any program of theirs imports TensorFlow. By default it sets TF_CPP_MIN_LOG_LEVEL=3 (no C++ INFO,
+WARNING or ERROR lines: on a machine without a GPU, "failed call to cuInit" is an ERROR line).
+TensorFlow 2.21 does not apply that variable to what its shared libraries log while they load
+(the oneDNN and "Could not find cuda drivers" INFO lines, absl's "WARNING: All log messages before
+absl::InitializeLog() ...", each twice), nor does tensorflow-text's own copy of sentencepiece
+("normalizer.cc(51) LOG(INFO) ..." whenever a tokenizer is loaded; no option reaches that copy).
+So a program (`python -m training.X` or `python -m serving.X`) also sends its stderr through a
+small filter process that drops the lines of those formats below the level and passes everything
+else on unchanged (Python warnings and tracebacks, progress bars, the programs' own messages).
+The filter is a separate process so that it still passes on the last lines of a crash.
+`python -m training.quietly MODULE` does the same for a program of the library (`make data`).
+
+A way back: `--verbose` on the command line (read from `sys.orig_argv` here, since some programs
+import TensorFlow before they parse their arguments) keeps every line, and a TF_CPP_MIN_LOG_LEVEL
+set by the user always wins (the filter then applies the user's level). Imported by anything
+else (pytest, a notebook), these packages only set the variable's default.
+"""
+
+import atexit
+import os
+import subprocess
+import sys
+
+LEVEL_VARIABLE = "TF_CPP_MIN_LOG_LEVEL"
+PROGRAM_PACKAGES = ("training", "serving")
+
+# Runs in the filter process (python -I -S -c): stdin is the program's stderr, stdout the real stderr.
+# A line still without its end after 0.2 s (a progress bar redrawn with \r) is passed on as it is.
+_FILTER = r"""
+import os, re, select, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the program's to handle; its traceback still passes
+noise, pending, broken = re.compile(sys.argv[1].encode()), b"", False
+def write(data):
+    global broken
+    while data and not broken:
+        try:
+            data = data[os.write(1, data):]
+        except OSError:
+            broken = True  # nobody reads stderr any more: keep draining so the program never blocks
+while True:
+    if pending and not select.select([0], [], [], 0.2)[0]:
+        write(pending)
+        pending = b""
+        continue
+    chunk = os.read(0, 65536)
+    if not chunk:
+        break
+    *lines, pending = re.split(rb"(?<=[\r\n])", pending + chunk)
+    write(b"".join(line for line in lines if not noise.match(line)))
+write(pending)
+"""
+
+_quieted = False
+
+
+def quiet_tensorflow_logs():
+    """Hides TensorFlow's C++ log lines for the rest of this process, unless asked not to (see the
+    module's docstring). Call it before TensorFlow is imported; later calls do nothing."""
+    global _quieted
+    if _quieted:
+        return
+    _quieted = True
+    arguments = program_arguments()
+    verbose = arguments is not None and any(len(a) > 3 and "--verbose".startswith(a) for a in arguments)
+    level = os.environ.setdefault(LEVEL_VARIABLE, "0" if verbose else "3")
+    if arguments is not None:
+        _filter_stderr(int(level) if level.strip().isdigit() else 0)
+
+
+def program_arguments():
+    """The ARGS of `python -m training.PROGRAM ARGS` or `python -m serving.PROGRAM ARGS`; None when
+    this process is anything else. (An abbreviation argparse accepts, such as --verb, counts.)"""
+    argv = getattr(sys, "orig_argv", [])
+    if "-m" not in argv[1:-1]:
+        return None
+    module = argv.index("-m") + 1
+    return argv[module + 1 :] if argv[module].split(".")[0] in PROGRAM_PACKAGES else None
+
+
+def add_verbose_flag(parser):
+    """The programs' --verbose; `quiet_tensorflow_logs` has already acted on it."""
+    parser.add_argument("--verbose", action="store_true",
+                        help="show TensorFlow's C++ log lines (hidden by default; a TF_CPP_MIN_LOG_LEVEL "
+                        "set in the environment decides instead)")
+
+
+def noise_pattern(level):
+    """A regular expression for the C++ log lines that TF_CPP_MIN_LOG_LEVEL=`level` hides:
+    absl's (I0000 00:00:1795432264.532217 2622 port.cc:153] ...) and its warning about them,
+    and sentencepiece's (normalizer.cc(51) LOG(INFO) ...)."""
+    severities = ("INFO", "WARNING", "ERROR")[: max(0, min(level, 3))]
+    letters = "".join(name[0] for name in severities)
+    return (
+        rf"[{letters}]\d{{4}} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] "
+        r"|WARNING: All log messages before absl::InitializeLog\(\) is called"
+        rf"|\S+\.cc\(\d+\) LOG\(({'|'.join(severities)})\) "
+    )
+
+
+def _filter_stderr(level):
+    if level <= 0 or os.name != "posix":
+        return
+    sys.stderr.flush()
+    try:
+        process = subprocess.Popen([sys.executable, "-I", "-S", "-c", _FILTER, noise_pattern(level)],
+                                   stdin=subprocess.PIPE, stdout=2)
+    except OSError:
+        return  # a console with C++ log lines is better than no program
+    real_stderr = os.dup(2)
+    os.dup2(process.stdin.fileno(), 2)
+    process.stdin.close()
+
+    def restore():
+        """At exit: give the filter its end of input and wait until it has passed everything on."""
+        sys.stderr.flush()
+        os.dup2(real_stderr, 2)
+        try:
+            process.wait(timeout=10)  # a child process of the program may still hold the pipe
+        except subprocess.TimeoutExpired:
+            pass
+
+    atexit.register(restore)
