@@ -53,9 +53,11 @@ class Dataset:
                 raise ValueError("--dataset folder:DIR needs --source-language and --target-language")
             self.languages = (source_language or "source", target_language or "target")
 
-    def read(self, split, shuffle_files=False):
+    def read(self, split, shuffle_files=False, seed=0):
+        """The split's (source, target) strings; `shuffle_files` and `seed` vary the order of the
+        training data (tfds files, Ding's phrase mixture)."""
         if self.kind == "ding" and self.phrases and split == "train":
-            return ding.training_mixture(self.dataset_dir, self.sentence_repeats, reverse=self.languages[0] == "en", seed=0)
+            return ding.training_mixture(self.dataset_dir, self.sentence_repeats, self.languages[0] == "en", seed)
         if self.kind == "ding":
             return ding.load(split, self.dataset_dir, reverse=self.languages[0] == "en")
         if self.kind == "tfds":

@@ -187,6 +187,8 @@ def setup(args):
         raise ValueError("--max-minutes cannot be used with several workers: they must stop at the same step")
     if args.sentence_repeats < 1:
         raise ValueError("--sentence-repeats must be at least 1")
+    if args.sentence_repeats != 1 and not args.phrases:
+        raise ValueError("--sentence-repeats up-samples the sentences among the phrases: it needs --phrases")
     dataset = Dataset(args.dataset, args.source_language, args.target_language, args.data_dir, args.download,
                       args.phrases, args.sentence_repeats)
     settings = {
@@ -218,7 +220,7 @@ def make_training_batches(args, config, dataset, tokenizer, strategy, seed):
     from keras_transformer.data import make_batches
 
     batches = make_batches(
-        dataset.read("train", shuffle_files=True), tokenizer, config.tokens_per_batch, args.max_length,
+        dataset.read("train", shuffle_files=True, seed=seed), tokenizer, config.tokens_per_batch, args.max_length,
         seed=seed, repeat=True, batch_size_multiple=strategy.num_replicas_in_sync,
     )
     options = tf.data.Options()
