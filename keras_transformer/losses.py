@@ -25,9 +25,11 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     def call(self, y_true, y_pred):
         labels = ops.cast(y_true, "int32")
         log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
-        true_nll = -ops.squeeze(ops.take_along_axis(log_probs, labels[..., None], axis=-1), -1)
-        uniform_nll = -ops.mean(log_probs, axis=-1)
-        losses = (1.0 - self.label_smoothing) * true_nll + self.label_smoothing * uniform_nll
+        # -sum_k q_k log p_k with q built densely: on a CPU this is about twice as fast, forward
+        # and backward, as gathering log p_y (whose gradient scatters into a [B, T, V] tensor).
+        vocab_size = y_pred.shape[-1]
+        smoothed = ops.one_hot(labels, vocab_size) * (1.0 - self.label_smoothing) + self.label_smoothing / vocab_size
+        losses = -ops.sum(smoothed * log_probs, axis=-1)
         # Keras divides the sum by B*T; weight real tokens by B*T / count so the result is
         # the mean over real tokens (the reduction Keras itself applies to masked losses).
         real = ops.not_equal(labels, PAD_ID)

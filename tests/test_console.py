@@ -59,7 +59,9 @@ def test_programs_hide_tensorflow_log_lines(trained):
 
 def test_verbose_or_the_environment_brings_them_back(trained):
     _, export = trained
-    verbose = run_python("-m", "serving.translate", "--verbose", "--model", str(export), "eins zwei")
+    # --verbose wins over a level inherited from a parent (one that imported the training package)
+    verbose = run_python("-m", "serving.translate", "--verbose", "--model", str(export), "eins zwei",
+                         env={console.LEVEL_VARIABLE: "3"})
     # tensorflow-text's sentencepiece logs loading the tokenizer, on any machine
     assert "LOG(INFO)" in verbose.stderr and TENSORFLOW_LOG_LINE.search(verbose.stderr), verbose.stderr[-3000:]
     assert verbose.stdout.count("\n") == 1
@@ -112,7 +114,8 @@ def test_summary_prints_the_figures_and_paths(tmp_path):
                      "training steps: 1018", f"model:             {run / 'model.keras'}\n",
                      f"export:            {export / '10'}\n", f"tensorboard --logdir {run / 'logs'}",
                      f"{run / 'translations.test.txt'} (missing)", f"python -m serving.translate --model {export} ",
-                     f"python -m training.evaluate --model {run / 'model.keras'} --beam-size 1",
+                     f"python -m training.evaluate --model {run / 'model.keras'} --beam-size 1 "
+                     f"--output {run / 'translations.test.greedy.txt'}",
                      "make demo DEMO_MINUTES=30", ". .venv/bin/activate"):
         assert expected in text, text
     assert "not been scored" not in text

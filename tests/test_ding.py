@@ -90,7 +90,8 @@ def test_split_keeps_phrases_apart_and_no_sentence_in_two_splits():
     in_train = next(f"Anderer Satz {i}." for i in range(100) if ding.split_of(f"Anderer Satz {i}.") == "train")
     shared_english = dict(sentences)[held_out[0]]
     # Phrases that share a side with a held-out sentence: the German of one, the English of another.
-    leaking = [(held_out[1], "a phrase"), ("eine Phrase", dict(sentences)[held_out[2]])]
+    leaking = [(held_out[1], "a phrase"), ("eine Phrase", dict(sentences)[held_out[2]]),
+               (held_out[3].lower().rstrip("."), "one more phrase")]
     splits = ding.split_pairs(sentences + phrases + leaking + [(in_train, shared_english)])
     assert sorted(splits["phrases"]) == sorted(phrases)  # the leaking phrases are dropped
     assert all(ding.split_of(de) == name for name in ("validation", "test") for de, _ in splits[name])

@@ -102,7 +102,11 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
     assert (out / "export" / "1" / "saved_model.pb").is_file()
     assert json.loads((out / "run.json").read_text())["config"]["vocab_size"] == 300
 
-    # The same command again finds the run finished: no training step, a new export version.
+    # The same command again finds the run finished: no training step, a new export version;
+    # also when its run.json predates a config field (learning_rate_scale, added later).
+    settings = json.loads((out / "run.json").read_text())
+    del settings["config"]["learning_rate_scale"]
+    (out / "run.json").write_text(json.dumps(settings))
     train.main(tiny_run(number_data, out, "--steps", "40", "--steps-per-epoch", "20", "--keep-checkpoints", "2"))
     printed = capsys.readouterr()
     assert "training stopped at step 40" in printed.err and "resumed from the backup" in printed.out
@@ -136,6 +140,9 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
         (["--keep-checkpoints", "0"], "--keep-checkpoints must be at least 1"),
         (["--tokenizer", "/no/such.model"], "--tokenizer /no/such.model: no such file"),
         (["--tokenizer", str(ROOT / "README.md")], "README.md: not a sentencepiece model"),
+        (["--phrases"], "--phrases adds the Ding dictionary's phrase pairs; --dataset 'tsv:"),
+        (["--sentence-repeats", "4"], "--sentence-repeats up-samples the sentences among the phrases: it needs --phrases"),
+        (["--sentence-repeats", "0"], "--sentence-repeats must be at least 1"),
     ],
 )
 def test_bad_input_is_refused_before_anything_is_written(number_data, tmp_path, capsys, monkeypatch, extra, message):

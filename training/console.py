@@ -14,9 +14,9 @@ The filter is a separate process so that it still passes on the last lines of a 
 `python -m training.quietly MODULE` does the same for a program of the library (`make data`).
 
 A way back: `--verbose` on the command line (read from `sys.orig_argv` here, since some programs
-import TensorFlow before they parse their arguments) keeps every line, and a TF_CPP_MIN_LOG_LEVEL
-set by the user always wins (the filter then applies the user's level). Imported by anything
-else (pytest, a notebook), these packages only set the variable's default.
+import TensorFlow before they parse their arguments) keeps every line; otherwise a
+TF_CPP_MIN_LOG_LEVEL set by the user wins (the filter then applies the user's level). Imported by
+anything else (pytest, a notebook), these packages only default the variable to 1 (INFO hidden).
 """
 
 import atexit
@@ -64,10 +64,13 @@ def quiet_tensorflow_logs():
         return
     _quieted = True
     arguments = program_arguments()
-    verbose = arguments is not None and any(len(a) > 3 and "--verbose".startswith(a) for a in arguments)
-    level = os.environ.setdefault(LEVEL_VARIABLE, "0" if verbose else "3")
-    if arguments is not None:
-        _filter_stderr(int(level) if level.strip().isdigit() else 0)
+    if arguments is None:  # imported by a notebook, a script or pytest: only INFO lines hidden, as before
+        os.environ.setdefault(LEVEL_VARIABLE, "1")
+        return
+    if any(len(a) > 3 and "--verbose".startswith(a) for a in arguments):
+        os.environ[LEVEL_VARIABLE] = "0"  # asked for on the command line: wins over an inherited level
+    level = os.environ.setdefault(LEVEL_VARIABLE, "3")
+    _filter_stderr(int(level) if level.strip().isdigit() else 0)
 
 
 def program_arguments():

@@ -31,7 +31,7 @@ class Dataset:
             raise ValueError(f"--dataset {spec!r}: expected {SPEC_HELP}")
         self.spec, self.kind, self.argument = spec, kind, argument
         self.data_dir, self.download = data_dir, download
-        self.phrases, self.sentence_repeats = phrases, sentence_repeats
+        self.phrases, self.sentence_repeats, self._mixtures = phrases, sentence_repeats, {}
         if phrases and kind != "ding":
             raise ValueError(f"--phrases adds the Ding dictionary's phrase pairs; --dataset {spec!r} has none")
         if kind == "ding":
@@ -56,8 +56,11 @@ class Dataset:
     def read(self, split, shuffle_files=False, seed=0):
         """The split's (source, target) strings; `shuffle_files` and `seed` vary the order of the
         training data (tfds files, Ding's phrase mixture)."""
-        if self.kind == "ding" and self.phrases and split == "train":
-            return ding.training_mixture(self.dataset_dir, self.sentence_repeats, self.languages[0] == "en", seed)
+        if self.kind == "ding" and self.phrases and split == "train":  # built once per seed: reading it takes a while
+            if seed not in self._mixtures:
+                reverse = self.languages[0] == "en"
+                self._mixtures[seed] = ding.training_mixture(self.dataset_dir, self.sentence_repeats, reverse, seed)
+            return self._mixtures[seed]
         if self.kind == "ding":
             return ding.load(split, self.dataset_dir, reverse=self.languages[0] == "en")
         if self.kind == "tfds":

@@ -4,8 +4,8 @@
     python -m training.evaluate --model exports/transformer --source de.txt --reference en.txt
 
 BLEU is sacrebleu's corpus BLEU on detokenized output against untokenized references, beside
-sacrebleu's chrF and chrF++ (character n-grams: steadier than BLEU on a small test set); the
-signatures are printed, so that scores can be compared across papers and tools.
+sacrebleu's chrF and chrF++ (character n-gram F-scores, which give partial credit to a word with
+the right stem); the signatures are printed, so that scores can be compared across papers and tools.
 """
 
 import argparse

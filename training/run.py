@@ -41,6 +41,10 @@ def check_settings(out_dir, settings):
             )
         return
     previous = json.loads(path.read_text())
+    try:  # config fields added since the run was written take their defaults
+        previous["config"] = kt.TransformerConfig.from_dict(previous["config"]).to_dict()
+    except (KeyError, TypeError, ValueError):
+        pass  # compared as written, and reported field by field
     differences = [
         f"{name}: {previous_value!r} in the run, {value!r} now"
         for name, previous_value, value in _compare(previous, settings)

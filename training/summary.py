@@ -53,9 +53,10 @@ def summary(run_dir, export_dir):
         "",
         "Next, from the repository root after `. .venv/bin/activate`:",
         f'  python -m serving.translate --model {quoted["export"]} "Wie spät ist es?"',
-        f"  python -m training.evaluate --model {quoted['model']} --beam-size 1   # test scores with greedy search",
+        f"  python -m training.evaluate --model {quoted['model']} --beam-size 1 "
+        f"--output {shlex.quote(str(run_dir / 'translations.test.greedy.txt'))}   # test scores with greedy search",
         f"  tensorboard --logdir {quoted['logs']}   # the training curves, at http://localhost:6006",
-        f"  make demo DEMO_MINUTES=30{demo}   # 30 more minutes of training: the run continues from its backup",
+        f"  make demo DEMO_MINUTES=30{demo}   # the run trains on from its backup, for up to 30 more minutes",
     ]
     return lines
 

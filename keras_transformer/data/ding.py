@@ -31,7 +31,7 @@ INSTALLED_FILE = pathlib.Path("/usr/share/trans/de-en")
 PACKAGE_FILE = pathlib.PurePosixPath("usr/share/trans/de-en")
 DATASET_NAME = "ding_de_en"
 DATASET_VERSION = "1.0.0"
-PARSER_VERSION = 3  # part of the cache key: a prepared dataset is rebuilt when the parser changes
+PARSER_VERSION = 4  # part of the cache key: a prepared dataset is rebuilt when the parser changes
 SPLIT_FRACTIONS = {"test": 0.04, "validation": 0.04}  # about 870 sentence pairs each
 
 ANNOTATION = re.compile(r"\{[^}]*\}|\[[^\]]*\]|\([^)]*\)")
@@ -161,6 +161,11 @@ def split_of(german):
     return "train"
 
 
+def _loose(text):
+    """`text` without case, spaces or punctuation, to compare phrases with sentences."""
+    return "".join(c for c in text.casefold() if c.isalnum())
+
+
 def split_pairs(pairs):
     """{"train": [...], "validation": [...], "test": [...]} of the sentence pairs, and with word
     and phrase pairs among `pairs` also {"phrases": [...]}, each in a deterministic hash order.
@@ -168,8 +173,9 @@ def split_pairs(pairs):
     Sentence pairs go where `split_of` their German side says; a validation or test pair whose
     English sentence also occurs in another split moves to train, so no sentence of either
     language is shared between splits. Words and phrases are training data only: one that shares
-    its German or its English with a validation or test sentence is dropped, so the held-out
-    splits are the same with and without them.
+    its German or its English with a validation or test sentence (ignoring case, spaces and
+    punctuation: "guten Morgen" and "Guten Morgen!") is dropped, so the held-out splits are the
+    same with and without them and no held-out sentence is trained on.
     """
     sentences = [(de, en) for de, en in pairs if is_sentence(de) and is_sentence(en)]
     wanted = [(de, en, split_of(de)) for de, en in sentences]
@@ -180,11 +186,11 @@ def split_pairs(pairs):
     for de, en, split in wanted:
         splits["train" if len(english_splits[en]) > 1 else split].append((de, en))
     if len(sentences) < len(pairs):
-        held_out = {side for name in ("validation", "test") for pair in splits[name] for side in pair}
+        held_out = {_loose(side) for name in ("validation", "test") for pair in splits[name] for side in pair}
         sentence_set = set(sentences)
         splits["phrases"] = [
             (de, en) for de, en in pairs
-            if (de, en) not in sentence_set and de not in held_out and en not in held_out
+            if (de, en) not in sentence_set and _loose(de) not in held_out and _loose(en) not in held_out
         ]
     return {name: sorted(items, key=lambda pair: _hash("\t".join(pair))) for name, items in splits.items()}
 
