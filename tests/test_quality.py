@@ -34,13 +34,14 @@ def tiny_study(tmp_path, monkeypatch):
     return runs, tmp_path / "work"
 
 
-def test_runs_score_validation_and_only_marked_runs_score_test(tiny_study, tmp_path):
+def test_runs_score_validation_and_only_marked_runs_score_test(tiny_study, tmp_path, monkeypatch):
     (plain, confirm), work = tiny_study
     quality.run_child(plain, work, minutes=5)
     quality.run_child(confirm, work, minutes=quality.FULL_MINUTES)
     first = json.loads((work / "plain" / "result.json").read_text())
     assert first["steps"] == 30 and first["minutes"] == 5 and first["flags"] == []
     assert first["definition"] == plain.definition(5) and "--max-minutes" in first["definition"]["training_flags"]
+    assert 0 < first["training_seconds"] < first["total_seconds"] and first["matmul_gflops"] > 0
     assert [(s["split"], s["beam"], s["alpha"], s["averaged"]) for s in first["scores"]] == [
         ("validation", 1, 0.0, 1), ("validation", 2, 1.0, 3)]
     second = json.loads((work / "confirm" / "result.json").read_text())
@@ -58,23 +59,28 @@ def test_runs_score_validation_and_only_marked_runs_score_test(tiny_study, tmp_p
     assert text.startswith("# Study\n\nintro kept\n") and text.endswith("\n\nanalysis kept\n") and "old table" not in text
     rows = [line for line in text.splitlines() if line.startswith("| plain") or line.startswith("| confirm")]
     assert len(rows) == 3
-    assert rows[0].split(" | ")[13:16] == ["-", "-", "-"]  # no test score for a screening run
+    assert rows[0].split(" | ")[15:18] == ["-", "-", "-"]  # no test score for a screening run
+    assert rows[0].split(" | ")[6:8] == [f"{first['training_seconds'] / 30:.2f}", f"{first['matmul_gflops']:.0f}"]
     validation, test = second["scores"]
-    assert rows[2].split(" | ")[9:15] == [f"{validation['bleu']:.2f}", f"{validation['chrf']:.1f}",
+    assert rows[2].split(" | ")[11:17] == [f"{validation['bleu']:.2f}", f"{validation['chrf']:.1f}",
                                           f"{validation['brevity_penalty']:.3f}", f"{validation['length_ratio']:.2f}",
                                           f"{test['bleu']:.2f}", f"{test['chrf']:.1f}"]
-    assert "| confirm | confirm | --set dropout=0.0 | 1 | 14 | 30 | 2 | 1 | 3 |" in rows[2]
+    assert rows[2].startswith("| confirm | confirm | --set dropout=0.0 | 1 | 14 | 30 | ")
+    assert rows[2].split(" | ")[8:11] == ["2", "1", "3"]
     assert json.loads(report.with_suffix(".json").read_text()) == [first, second]
 
     # A result from another screening budget, or of a run defined otherwise since, does not
     # count: that run is done again. The report keeps the older result after the others.
     assert [r["name"] for r in quality.results(work, minutes=4)] == ["confirm"]
-    redefined = (plain, quality.dataclasses.replace(confirm, decodings=((1, 0.0, 1),)))
-    quality.STUDY = redefined
-    assert [r["name"] for r in quality.results(work, minutes=5)] == ["plain"]
-    quality.write_report(quality.results(work, minutes=5), report)
-    assert json.loads(report.with_suffix(".json").read_text()) == [first, second]
-    quality.STUDY = (plain, confirm)
+    with monkeypatch.context() as patch:
+        patch.setattr(quality, "STUDY", (plain, quality.dataclasses.replace(confirm, decodings=((1, 0.0, 1),))))
+        assert [r["name"] for r in quality.results(work, minutes=5)] == ["plain"]
+        quality.write_report(quality.results(work, minutes=5), report)
+        assert json.loads(report.with_suffix(".json").read_text()) == [first, second]
+    # Nor does a result of an earlier version of the study (the code it measured has changed).
+    with monkeypatch.context() as patch:
+        patch.setattr(quality, "STUDY_VERSION", quality.STUDY_VERSION + 1)
+        assert quality.results(work, minutes=5) == []
     # In a fresh checkout (no run directories) the report's raw results say what is done.
     recorded = quality.recorded_results(report)
     assert quality.results(tmp_path / "fresh", minutes=5, recorded=recorded) == [first, second]
