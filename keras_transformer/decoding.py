@@ -25,7 +25,9 @@ def length_penalty(length, alpha):
 def encode(model, source_ids):
     """The encoder output [B, S, d_model] and the source padding mask [B, S], computed once."""
     source_mask = tf.not_equal(source_ids, PAD_ID)
-    memory = model.encoder(model.embedding(source_ids, mode="source"), padding_mask=source_mask, training=False)
+    memory = model.encoder(
+        model.embedding(source_ids, mode="source"), padding_mask=source_mask, training=False
+    )
     return memory, source_mask
 
 
@@ -35,8 +37,12 @@ def encoder_decoder_attention(model, source_ids, target_ids):
     memory, source_mask = encode(model, tf.convert_to_tensor(source_ids, tf.int32))
     target_ids = tf.convert_to_tensor(target_ids, tf.int32)
     _, weights = model.decoder(
-        model.embedding(target_ids, mode="target"), memory, target_padding_mask=tf.not_equal(target_ids, PAD_ID),
-        source_padding_mask=source_mask, return_attention_scores=True, training=False,
+        model.embedding(target_ids, mode="target"),
+        memory,
+        target_padding_mask=tf.not_equal(target_ids, PAD_ID),
+        source_padding_mask=source_mask,
+        return_attention_scores=True,
+        training=False,
     )
     return weights
 
@@ -172,10 +178,14 @@ def _extend(state, log_probs, limits, beam_size):
     """The 2K best extensions of the alive hypotheses, given the next-token log-probabilities
     [B, K, V]. Two K: even if K of them end, K remain to stay alive."""
     vocab_size = tf.shape(log_probs)[-1]
-    candidates = tf.reshape(state.alive_log_probs[:, :, None] + log_probs, [tf.shape(log_probs)[0], -1])
+    candidates = tf.reshape(
+        state.alive_log_probs[:, :, None] + log_probs, [tf.shape(log_probs)[0], -1]
+    )
     top_log_probs, top_indices = tf.math.top_k(candidates, 2 * beam_size)
     parents, tokens = top_indices // vocab_size, top_indices % vocab_size
-    sequences = _write_column(tf.gather(state.alive_tokens, parents, batch_dims=1), tokens, state.step)
+    sequences = _write_column(
+        tf.gather(state.alive_tokens, parents, batch_dims=1), tokens, state.step
+    )
     reachable = top_log_probs > NEG_INF / 2  # not an extension of an empty beam
     ending = reachable & ((tokens == EOS_ID) | (state.step + 1 >= limits)[:, None])
     return Extensions(top_log_probs, parents, tokens, sequences, ending)
@@ -186,9 +196,13 @@ def _keep_finished(state, extensions, alpha, beam_size):
     log P(Y) / lp(Y). With beam size 1 only the best extension may finish (greedy search)."""
     may_finish = tf.range(2 * beam_size)[None, :] < (1 if beam_size == 1 else 2 * beam_size)
     finishing = extensions.ending & may_finish & ~state.done[:, None]
-    ended_scores = tf.where(finishing, extensions.log_probs / length_penalty(state.step + 1, alpha), NEG_INF)
+    ended_scores = tf.where(
+        finishing, extensions.log_probs / length_penalty(state.step + 1, alpha), NEG_INF
+    )
     scores, chosen = tf.math.top_k(tf.concat([state.finished_scores, ended_scores], 1), beam_size)
-    tokens = tf.gather(tf.concat([state.finished_tokens, extensions.sequences], 1), chosen, batch_dims=1)
+    tokens = tf.gather(
+        tf.concat([state.finished_tokens, extensions.sequences], 1), chosen, batch_dims=1
+    )
     return tokens, scores
 
 
@@ -196,7 +210,9 @@ def _keep_alive(extensions, cache, first_rows, beam_size):
     """The K best extensions that do not end, and the cache rows of the hypotheses they extend
     (`first_rows` [B, 1]: the cache row of each sentence's first beam): (tokens [B, K, L],
     log P [B, K], last tokens [B, K], cache)."""
-    log_probs, survivors = tf.math.top_k(tf.where(extensions.ending, NEG_INF, extensions.log_probs), beam_size)
+    log_probs, survivors = tf.math.top_k(
+        tf.where(extensions.ending, NEG_INF, extensions.log_probs), beam_size
+    )
     tokens = tf.gather(extensions.sequences, survivors, batch_dims=1)
     last = tf.gather(extensions.tokens, survivors, batch_dims=1)
     rows = tf.reshape(tf.gather(extensions.parents, survivors, batch_dims=1) + first_rows, [-1])
@@ -210,7 +226,11 @@ def _search_ended(done, alive_log_probs, finished_scores, limits, alpha, beam_si
     size 1 the first finished hypothesis ends it."""
     full = finished_scores[:, -1] > NEG_INF / 2
     can_improve = alive_log_probs[:, 0] / length_penalty(limits, alpha) > finished_scores[:, -1]
-    return done | (full & ~can_improve if beam_size > 1 else full) | (alive_log_probs[:, 0] <= NEG_INF / 2)
+    return (
+        done
+        | (full & ~can_improve if beam_size > 1 else full)
+        | (alive_log_probs[:, 0] <= NEG_INF / 2)
+    )
 
 
 def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha):
@@ -233,7 +253,16 @@ def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha):
         finished_tokens, finished_scores = _keep_finished(s, extensions, alpha, k)
         alive_tokens, alive_log_probs, last, cache = _keep_alive(extensions, cache, first_rows, k)
         done = _search_ended(s.done, alive_log_probs, finished_scores, limits, alpha, k)
-        return BeamState(s.step + 1, last, alive_tokens, alive_log_probs, finished_tokens, finished_scores, done, cache)
+        return BeamState(
+            s.step + 1,
+            last,
+            alive_tokens,
+            alive_log_probs,
+            finished_tokens,
+            finished_scores,
+            done,
+            cache,
+        )
 
     def cond(s):
         return (s.step < max_length) & ~tf.reduce_all(s.done)
@@ -242,7 +271,9 @@ def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha):
         step=tf.constant(0),
         last=tf.fill([batch_size, k], BOS_ID),
         alive_tokens=tf.zeros([batch_size, k, max_length], tf.int32),
-        alive_log_probs=tf.tile([[0.0] + [NEG_INF] * (k - 1)], [batch_size, 1]),  # the first step extends beam 0
+        alive_log_probs=tf.tile(
+            [[0.0] + [NEG_INF] * (k - 1)], [batch_size, 1]
+        ),  # the first step extends beam 0
         finished_tokens=tf.zeros([batch_size, k, max_length], tf.int32),
         finished_scores=tf.fill([batch_size, k], NEG_INF),
         done=tf.zeros([batch_size], tf.bool),
@@ -253,7 +284,9 @@ def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha):
 
 
 def _greedy(model, source_ids, max_length, extra_length, use_cache):
-    source_ids, batch_size, max_length, limits = _prepare(model, source_ids, max_length, extra_length)
+    source_ids, batch_size, max_length, limits = _prepare(
+        model, source_ids, max_length, extra_length
+    )
     if use_cache:
         memory, source_mask = encode(model, source_ids)
         step, state = model_step_function(model, memory, source_mask, max_length)
@@ -276,7 +309,9 @@ def _recomputing_step(model, source_ids, batch_size, max_length):
 
 def beam_ids(model, source_ids, beam_size, alpha, max_length, extra_length):
     """beam_search without its own tf.function, for use inside another (the Translator)."""
-    source_ids, batch_size, max_length, limits = _prepare(model, source_ids, max_length, extra_length)
+    source_ids, batch_size, max_length, limits = _prepare(
+        model, source_ids, max_length, extra_length
+    )
     memory, source_mask = encode(model, source_ids)
     tiled = [tf.repeat(x, beam_size, axis=0) for x in (memory, source_mask)]
     step, state = model_step_function(model, *tiled, max_length)
@@ -298,7 +333,9 @@ def _compiled(model, function, jit_compile, **settings):
     return per_model[key]
 
 
-def greedy_search(model, source_ids, max_length=None, extra_length=50, use_cache=True, jit_compile=False):
+def greedy_search(
+    model, source_ids, max_length=None, extra_length=50, use_cache=True, jit_compile=False
+):
     """Greedy decoding of int32 source ids [B, S] (ending with eos, 0 = padding).
 
     Returns ids [B, L] int32 (no bos; eos then 0 after it). Each sentence is bounded by its
@@ -310,11 +347,15 @@ def greedy_search(model, source_ids, max_length=None, extra_length=50, use_cache
     return decode(source_ids, max_length=max_length)[0]
 
 
-def beam_search(model, source_ids, beam_size=4, alpha=0.6, max_length=None, extra_length=50, jit_compile=False):
+def beam_search(
+    model, source_ids, beam_size=4, alpha=0.6, max_length=None, extra_length=50, jit_compile=False
+):
     """Beam search of §6.1 (beam 4, alpha 0.6) on int32 source ids [B, S].
 
     Returns ids [B, beam_size, L] int32 and scores [B, beam_size] float32 (log-probability
     over the GNMT length penalty), best first. Bounds as for `greedy_search`.
     """
-    decode = _compiled(model, beam_ids, jit_compile, beam_size=beam_size, alpha=alpha, extra_length=extra_length)
+    decode = _compiled(
+        model, beam_ids, jit_compile, beam_size=beam_size, alpha=alpha, extra_length=extra_length
+    )
     return decode(source_ids, max_length=max_length)

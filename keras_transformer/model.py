@@ -11,8 +11,16 @@ PAD_ID = 0
 
 # The config fields that Encoder and Decoder take under the same names.
 STACK_FIELDS = (
-    "num_layers", "num_heads", "d_ff", "key_dim", "value_dim", "dropout", "attention_dropout",
-    "norm_first", "positional", "max_length",
+    "num_layers",
+    "num_heads",
+    "d_ff",
+    "key_dim",
+    "value_dim",
+    "dropout",
+    "attention_dropout",
+    "norm_first",
+    "positional",
+    "max_length",
 )
 
 
@@ -29,7 +37,11 @@ class Transformer(keras.Model):
         if isinstance(config, dict):
             config = TransformerConfig.from_dict(config)
         embedding = SharedEmbedding(
-            config.vocab_size, config.d_model, config.share_embeddings, dtype=dtype, name="embedding"
+            config.vocab_size,
+            config.d_model,
+            config.share_embeddings,
+            dtype=dtype,
+            name="embedding",
         )
         stack_arguments = {name: getattr(config, name) for name in STACK_FIELDS}
         encoder = Encoder(**stack_arguments, dtype=dtype, name="encoder")
@@ -41,8 +53,10 @@ class Transformer(keras.Model):
         target_mask = ops.not_equal(target, PAD_ID)
         memory = encoder(embedding(source, mode="source"), padding_mask=source_mask)
         decoded = decoder(
-            embedding(target, mode="target"), memory,
-            target_padding_mask=target_mask, source_padding_mask=source_mask,
+            embedding(target, mode="target"),
+            memory,
+            target_padding_mask=target_mask,
+            source_padding_mask=source_mask,
         )
         logits = embedding(decoded, mode="logits")
         super().__init__(inputs={"source": source, "target": target}, outputs=logits, **kwargs)

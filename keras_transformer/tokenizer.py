@@ -53,7 +53,9 @@ class _NamedSentencepieceResource(tf_text_sentencepiece._SentencepieceModelResou
     """
 
     def _create_resource(self):
-        shared_name = "keras_transformer_sentencepiece_" + hashlib.sha256(self._model).hexdigest()[:24]
+        shared_name = (
+            "keras_transformer_sentencepiece_" + hashlib.sha256(self._model).hexdigest()[:24]
+        )
         return tf_text_sentencepiece.gen_sentencepiece_tokenizer.sentencepiece_op(
             model=self._model, shared_name=shared_name
         )
@@ -72,7 +74,9 @@ class SubwordTokenizer(tf.Module):
         processor = checked_processor(self.model_proto)
         self.vocab_size = processor.get_piece_size()
         self._processor = processor
-        self._sentencepiece = tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
+        self._sentencepiece = tf_text.SentencepieceTokenizer(
+            model=self.model_proto, out_type=tf.int32
+        )
         self._sentencepiece._model_resource = _NamedSentencepieceResource(self.model_proto, name)
 
     @classmethod
@@ -135,7 +139,9 @@ class SubwordTokenizer(tf.Module):
         strings = tf.strings.unicode_transcode(
             strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
         )
-        strings = tf.strings.regex_replace(tf_text.normalize_utf8(strings, "NFKC"), WORD_BOUNDARY, " ")
+        strings = tf.strings.regex_replace(
+            tf_text.normalize_utf8(strings, "NFKC"), WORD_BOUNDARY, " "
+        )
         return tf.strings.strip(strings)
 
     def tokenize(self, strings, padded=False):
@@ -153,7 +159,9 @@ class SubwordTokenizer(tf.Module):
         before_eos = tf.math.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=1) == 0
         keep = before_eos & (ids != PAD_ID) & (ids != BOS_ID)
         text = self._sentencepiece.detokenize(tf.ragged.boolean_mask(ids, keep))
-        return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+        return tf.strings.unicode_transcode(
+            text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+        )
 
     def id_to_piece(self, token_id):
         return self._processor.id_to_piece(int(token_id))

@@ -31,7 +31,16 @@ class Translator(tf.Module):
     source length + `extra_length` tokens (§6.1). `beam_size=1` is greedy search.
     """
 
-    def __init__(self, model, tokenizer, beam_size=4, alpha=0.6, extra_length=50, max_source_length=None, name="translator"):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        beam_size=4,
+        alpha=0.6,
+        extra_length=50,
+        max_source_length=None,
+        name="translator",
+    ):
         super().__init__(name=name)
         if tokenizer.vocab_size != model.config.vocab_size:
             raise ValueError(
@@ -71,10 +80,19 @@ class Translator(tf.Module):
     def _translate(self, sentences):
         source = self.source_ids(sentences)
         ids, scores = beam_ids(
-            self.model, source, self.beam_size, self.alpha, max_length=None, extra_length=self.extra_length
+            self.model,
+            source,
+            self.beam_size,
+            self.alpha,
+            max_length=None,
+            extra_length=self.extra_length,
         )
         tokens = ids[:, 0]
-        return {"translation": self.tokenizer.detokenize(tokens), "score": scores[:, 0], "tokens": tokens}
+        return {
+            "translation": self.tokenizer.detokenize(tokens),
+            "score": scores[:, 0],
+            "tokens": tokens,
+        }
 
     def attention(self, sentence):
         """The encoder-decoder attention (§3.2.3) behind the translation of one sentence:
@@ -85,7 +103,11 @@ class Translator(tf.Module):
         target_in = np.concatenate([[BOS_ID], tokens[:-1]])[None].astype("int32")
         weights = encoder_decoder_attention(self.model, source_ids, target_in)
         pieces = [self.tokenizer.id_to_piece(int(i)) for i in source_ids[0].numpy()]
-        return pieces, [self.tokenizer.id_to_piece(int(i)) for i in tokens], np.stack([np.asarray(w[0], "float32") for w in weights])
+        return (
+            pieces,
+            [self.tokenizer.id_to_piece(int(i)) for i in tokens],
+            np.stack([np.asarray(w[0], "float32") for w in weights]),
+        )
 
 
 def export_saved_model(translator, base_dir, version=None):
@@ -109,11 +131,15 @@ def export_saved_model(translator, base_dir, version=None):
         signatures = {"serving_default": translator.translate, "translate": translator.translate}
         tf.saved_model.save(translator, str(staging), signatures=signatures)
         write_warmup_requests(staging / WARMUP_FILE, base_dir.name)
-        staging.chmod(0o755)  # mkdtemp's 0700 would hide the model from a server run as another user
+        staging.chmod(
+            0o755
+        )  # mkdtemp's 0700 would hide the model from a server run as another user
         try:
             os.rename(staging, target)
         except OSError as error:  # another export took this version meanwhile
-            raise FileExistsError(f"{target} already exists; a served version is never overwritten") from error
+            raise FileExistsError(
+                f"{target} already exists; a served version is never overwritten"
+            ) from error
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -134,6 +160,8 @@ def write_warmup_requests(path, model_name, sentences=WARMUP_SENTENCES):
         model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serving_default")
     )
     request.inputs["sentences"].CopyFrom(tf.make_tensor_proto(list(sentences), dtype=tf.string))
-    record = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+    record = prediction_log_pb2.PredictionLog(
+        predict_log=prediction_log_pb2.PredictLog(request=request)
+    )
     with tf.io.TFRecordWriter(str(path)) as writer:
         writer.write(record.SerializeToString())

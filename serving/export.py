@@ -1,6 +1,6 @@
 """Export a trained model as a TensorFlow Serving SavedModel with a `translate` signature.
 
-    python -m serving.export --checkpoint runs/demo/model.keras --out exports/transformer
+python -m serving.export --checkpoint runs/demo/model.keras --out exports/transformer
 """
 
 import argparse
@@ -15,18 +15,42 @@ def main(argv=None):
         description="Write a SavedModel whose serving_default signature translates strings "
         "(beam search, §6.1) into OUT/<version>/, the layout TensorFlow Serving loads.",
     )
-    parser.add_argument("--checkpoint", type=pathlib.Path, required=True,
-                        help="the trained model, a .keras file written by model.save")
-    parser.add_argument("--tokenizer", type=pathlib.Path, default=None,
-                        help="its sentencepiece model (default: tokenizer.model beside the checkpoint)")
-    parser.add_argument("--out", type=pathlib.Path, required=True,
-                        help="the model's base directory, e.g. exports/transformer")
-    parser.add_argument("--version", type=int, default=None,
-                        help="version number (default: one more than the highest present)")
-    parser.add_argument("--beam-size", type=int, default=4, help="beam width (1 = greedy; paper: 4)")
-    parser.add_argument("--alpha", type=float, default=0.6, help="length penalty alpha (paper: 0.6)")
-    parser.add_argument("--extra-length", type=int, default=50,
-                        help="a translation is at most source length + this many tokens (paper: 50)")
+    parser.add_argument(
+        "--checkpoint",
+        type=pathlib.Path,
+        required=True,
+        help="the trained model, a .keras file written by model.save",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        type=pathlib.Path,
+        default=None,
+        help="its sentencepiece model (default: tokenizer.model beside the checkpoint)",
+    )
+    parser.add_argument(
+        "--out",
+        type=pathlib.Path,
+        required=True,
+        help="the model's base directory, e.g. exports/transformer",
+    )
+    parser.add_argument(
+        "--version",
+        type=int,
+        default=None,
+        help="version number (default: one more than the highest present)",
+    )
+    parser.add_argument(
+        "--beam-size", type=int, default=4, help="beam width (1 = greedy; paper: 4)"
+    )
+    parser.add_argument(
+        "--alpha", type=float, default=0.6, help="length penalty alpha (paper: 0.6)"
+    )
+    parser.add_argument(
+        "--extra-length",
+        type=int,
+        default=50,
+        help="a translation is at most source length + this many tokens (paper: 50)",
+    )
     add_verbose_flag(parser)
     args = parser.parse_args(argv)
 

@@ -57,7 +57,12 @@ def number_pairs(n, seed):
     pairs = []
     for _ in range(n):
         digits = rng.integers(0, 10, rng.integers(2, 7))
-        pairs.append((" ".join(GERMAN_NUMBERS[d] for d in digits), " ".join(ENGLISH_NUMBERS[d] for d in digits)))
+        pairs.append(
+            (
+                " ".join(GERMAN_NUMBERS[d] for d in digits),
+                " ".join(ENGLISH_NUMBERS[d] for d in digits),
+            )
+        )
     return pairs
 
 

@@ -18,7 +18,9 @@ def pairs():
 
 def test_every_batch_stays_within_its_token_budget(pairs, tokenizer):
     sizes = []
-    for inputs, target_out in make_batches(pairs, tokenizer, BUDGET, MAX_LENGTH, seed=0).as_numpy_iterator():
+    for inputs, target_out in make_batches(
+        pairs, tokenizer, BUDGET, MAX_LENGTH, seed=0
+    ).as_numpy_iterator():
         assert inputs["source"].size <= BUDGET and inputs["target"].size <= BUDGET
         assert inputs["source"].shape[1] <= MAX_LENGTH and inputs["target"].shape[1] <= MAX_LENGTH
         sizes.append(len(target_out))
@@ -39,7 +41,9 @@ def test_repeated_batches_are_always_full(pairs, tokenizer):
 def test_bucketing_pads_less_than_fixed_batches(pairs, tokenizer):
     bucketed = pipeline_report(pairs, tokenizer, BUDGET, MAX_LENGTH, bucketing=True)
     fixed = pipeline_report(pairs, tokenizer, BUDGET, MAX_LENGTH, bucketing=False)
-    print(f"\npadding efficiency: bucketed {bucketed.padding_efficiency:.1%}, fixed {fixed.padding_efficiency:.1%}")
+    print(
+        f"\npadding efficiency: bucketed {bucketed.padding_efficiency:.1%}, fixed {fixed.padding_efficiency:.1%}"
+    )
     assert bucketed.padding_efficiency >= fixed.padding_efficiency
     assert bucketed.largest_side_tokens <= BUDGET and fixed.largest_side_tokens <= BUDGET
     assert bucketed.kept == fixed.kept
@@ -47,7 +51,9 @@ def test_bucketing_pads_less_than_fixed_batches(pairs, tokenizer):
 
 def test_teacher_forcing_shifts_the_target(tokenizer):
     pairs = Corpus([("Das Haus ist groß.", "The house is big.")]).dataset()
-    (inputs, target_out), = make_batches(pairs, tokenizer, 256, 32, shuffle_buffer=0).as_numpy_iterator()
+    ((inputs, target_out),) = make_batches(
+        pairs, tokenizer, 256, 32, shuffle_buffer=0
+    ).as_numpy_iterator()
     source_ids = tokenizer.tokenize(tf.constant(["Das Haus ist groß."])).numpy()[0]
     target_ids = tokenizer.tokenize(tf.constant(["The house is big."])).numpy()[0]
     np.testing.assert_array_equal(inputs["source"][0], np.append(source_ids, 3))
@@ -59,15 +65,26 @@ def test_teacher_forcing_shifts_the_target(tokenizer):
 def test_report_counts_every_dropped_pair(tokenizer):
     long_sentence = " ".join(["Haus"] * 80) + "."
     corpus = Corpus(
-        [("Das Haus.", "The house."), (long_sentence, "The house."), ("   ", "Nothing."), ("Ja.", "Yes.")],
+        [
+            ("Das Haus.", "The house."),
+            (long_sentence, "The house."),
+            ("   ", "Nothing."),
+            ("Ja.", "Yes."),
+        ],
         skipped={"empty line": 2},
     )
     report = pipeline_report(corpus.dataset(), tokenizer, 512, 32, skipped=corpus.skipped)
     assert (report.read, report.kept) == (6, 2)
-    assert report.dropped == {"empty line": 2, "empty after normalization": 1, "longer than max_length=32 tokens": 1}
+    assert report.dropped == {
+        "empty line": 2,
+        "empty after normalization": 1,
+        "longer than max_length=32 tokens": 1,
+    }
     text = str(report)
     assert "pairs read 6, kept 2, dropped 4" in text and "padding efficiency" in text
-    kept = sum(len(t) for _, t in make_batches(corpus.dataset(), tokenizer, 512, 32).as_numpy_iterator())
+    kept = sum(
+        len(t) for _, t in make_batches(corpus.dataset(), tokenizer, 512, 32).as_numpy_iterator()
+    )
     assert kept == report.kept
 
 
@@ -79,9 +96,13 @@ def test_batch_sizes_are_multiples_of_the_replica_count(pairs, tokenizer):
 
 
 def test_budget_must_hold_the_smallest_batch(pairs, tokenizer):
-    with pytest.raises(ValueError, match=r"tokens_per_batch=30 cannot hold 1 sentence\(s\) of max_length=32"):
+    with pytest.raises(
+        ValueError, match=r"tokens_per_batch=30 cannot hold 1 sentence\(s\) of max_length=32"
+    ):
         make_batches(pairs, tokenizer, 30, 32)
-    with pytest.raises(ValueError, match=r"cannot hold 4 sentence\(s\) of max_length=32 \(batch_size_multiple=4\)"):
+    with pytest.raises(
+        ValueError, match=r"cannot hold 4 sentence\(s\) of max_length=32 \(batch_size_multiple=4\)"
+    ):
         make_batches(pairs, tokenizer, 100, 32, batch_size_multiple=4)
 
 

@@ -14,7 +14,9 @@ EOS = 3
 
 
 def source_batch(tokenizer, sentences, model=None):
-    model = model or kt.build_transformer(kt.TransformerConfig.preset("tiny", vocab_size=tokenizer.vocab_size))
+    model = model or kt.build_transformer(
+        kt.TransformerConfig.preset("tiny", vocab_size=tokenizer.vocab_size)
+    )
     return kt.Translator(model, tokenizer).source_ids(tf.constant(sentences)).numpy()
 
 
@@ -53,7 +55,9 @@ def test_beam_size_one_is_greedy(number_translator, alpha):
     random_model = kt.build_transformer(kt.TransformerConfig.preset("tiny", vocab_size=30))
     random_source = random_ids(np.random.default_rng(2), 4, 6, 30)
     ids, _ = kt.beam_search(random_model, random_source, beam_size=1, alpha=alpha, max_length=10)
-    np.testing.assert_array_equal(ids[:, 0], kt.greedy_search(random_model, random_source, max_length=10))
+    np.testing.assert_array_equal(
+        ids[:, 0], kt.greedy_search(random_model, random_source, max_length=10)
+    )
 
 
 def test_beam_scores_are_the_models_log_probability_over_the_penalty(number_translator):
@@ -66,7 +70,9 @@ def test_beam_scores_are_the_models_log_probability_over_the_penalty(number_tran
         for k in range(4):
             hypothesis = strip(ids[b, k])
             target_in = np.array([[2] + hypothesis[:-1]], "int32")
-            log_probs = tf.nn.log_softmax(model({"source": source[b:b + 1], "target": target_in}))[0].numpy()
+            log_probs = tf.nn.log_softmax(
+                model({"source": source[b : b + 1], "target": target_in})
+            )[0].numpy()
             total = sum(log_probs[i, token] for i, token in enumerate(hypothesis))
             expected = total / float(length_penalty(len(hypothesis), 0.6))
             assert scores[b, k] == pytest.approx(expected, abs=1e-3)
@@ -114,7 +120,9 @@ def test_beam_search_finds_the_best_hypothesis_by_brute_force(seed):
     table = np.random.default_rng(seed).normal(scale=2.0, size=(limit, vocab, vocab))
     best, best_tokens = brute_force_best(table, limit, alpha)
     # 4 allowed tokens (no pad, no bos): a beam of 4^3 never prunes a prefix.
-    ids, scores = beam_decode(markov_step(table), [], 1, tf.constant([limit]), limit, beam_size=64, alpha=alpha)
+    ids, scores = beam_decode(
+        markov_step(table), [], 1, tf.constant([limit]), limit, beam_size=64, alpha=alpha
+    )
     assert strip(ids.numpy()[0, 0]) == best_tokens
     assert float(scores[0, 0]) == pytest.approx(best, abs=1e-4)
 
@@ -124,10 +132,12 @@ def test_early_termination_never_cuts_a_better_alive_hypothesis():
     limit, vocab = 6, 6
     table = np.full((limit, vocab, vocab), -50.0)
     table[0, 2, [1, 3, 4]] = np.log([0.5, 0.3, 0.2])  # bos -> a .5, eos .3, b .2
-    table[1, 1, [3, 5]] = np.log([0.5, 0.5 - 1e-6])     # a -> eos, c
-    table[1, 4, [3, 5]] = np.log([0.5, 0.5])            # b -> eos, c
-    table[2:, :, 3] = np.log(1 - 1e-6)                  # then eos
-    ids, scores = beam_decode(markov_step(table), [], 1, tf.constant([limit]), limit, beam_size=2, alpha=0.6)
+    table[1, 1, [3, 5]] = np.log([0.5, 0.5 - 1e-6])  # a -> eos, c
+    table[1, 4, [3, 5]] = np.log([0.5, 0.5])  # b -> eos, c
+    table[2:, :, 3] = np.log(1 - 1e-6)  # then eos
+    ids, scores = beam_decode(
+        markov_step(table), [], 1, tf.constant([limit]), limit, beam_size=2, alpha=0.6
+    )
     assert strip(ids.numpy()[0, 0]) == [1, 5, 3]
     assert float(scores[0, 0]) == pytest.approx(brute_force_best(table, limit, 0.6)[0], abs=1e-4)
 

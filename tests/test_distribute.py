@@ -57,7 +57,7 @@ def run_with_two_cpus(script, *args):
     )
     lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
     assert completed.returncode == 0 and lines, completed.stderr[-3000:]
-    return json.loads(lines[0][len("RESULT "):])
+    return json.loads(lines[0][len("RESULT ") :])
 
 
 def test_fit_and_evaluate_under_mirrored_strategy():

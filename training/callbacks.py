@@ -54,7 +54,9 @@ class Backup(keras.callbacks.BackupAndRestore):
     An epoch cut short (--max-minutes) is not recorded: a resumed run redoes its steps."""
 
     def __init__(self, backup_dir, chief=True):
-        super().__init__(backup_dir, save_freq="epoch", double_checkpoint=True, delete_checkpoint=False)
+        super().__init__(
+            backup_dir, save_freq="epoch", double_checkpoint=True, delete_checkpoint=False
+        )
         self.chief = chief
 
     @staticmethod
@@ -66,7 +68,9 @@ class Backup(keras.callbacks.BackupAndRestore):
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
         if self.model._initial_epoch:
-            print(f"resumed from the backup in {self.backup_dir}: step {current_step(self.model)}, epoch {self.model._initial_epoch}")
+            print(
+                f"resumed from the backup in {self.backup_dir}: step {current_step(self.model)}, epoch {self.model._initial_epoch}"
+            )
 
     def on_epoch_end(self, epoch, logs=None):
         steps = self.params.get("steps")
@@ -86,7 +90,9 @@ class Backup(keras.callbacks.BackupAndRestore):
         os.replace(partial, weights)
         metadata = pathlib.Path(self._training_metadata_path)
         partial = metadata.with_name(".partial." + metadata.name)
-        partial.write_text(json.dumps({"epoch": self._current_epoch, "batch": self._last_batch_seen}))
+        partial.write_text(
+            json.dumps({"epoch": self._current_epoch, "batch": self._last_batch_seen})
+        )
         os.replace(partial, metadata)
 
 
@@ -95,7 +101,12 @@ class StepCheckpoints(keras.callbacks.Callback):
 
     def __init__(self, directory, every, keep, chief=True):
         super().__init__()
-        self.directory, self.every, self.keep, self.chief = pathlib.Path(directory), every, keep, chief
+        self.directory, self.every, self.keep, self.chief = (
+            pathlib.Path(directory),
+            every,
+            keep,
+            chief,
+        )
 
     def on_train_begin(self, logs=None):
         """A resumed run drops the checkpoints its killed predecessor wrote after the backup:
@@ -175,7 +186,10 @@ class TranslationMonitor(keras.callbacks.Callback):
             tf.summary.scalar("chrf", scores["chrf"], description=scores["chrf_text"])
             rows = [("source", "reference", "translation"), ("---",) * 3]
             rows += [(s, t, h) for (s, t), h in zip(self.pairs[: self.samples], hypotheses)]
-            tf.summary.text("translations", "\n".join("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows))
+            tf.summary.text(
+                "translations",
+                "\n".join("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows),
+            )
             for i, (source, _) in enumerate(self.pairs[: self.samples]):
                 image, legend = self.attention_image(source)
                 tf.summary.image(f"attention/{i}", image, description=legend)
@@ -188,7 +202,9 @@ class TranslationMonitor(keras.callbacks.Callback):
         source, translation, weights = self.translator.attention(sentence)
         grid = np.mean(weights[-1], axis=0)
         grid = np.kron(grid / max(grid.max(), 1e-9), np.ones((8, 8), "float32"))
-        legend = f"columns (source): {' '.join(source)}\n\nrows (translation): {' '.join(translation)}"
+        legend = (
+            f"columns (source): {' '.join(source)}\n\nrows (translation): {' '.join(translation)}"
+        )
         return grid[None, :, :, None], legend
 
 

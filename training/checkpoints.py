@@ -56,7 +56,10 @@ def read_checkpoint(path):
 def assign(model, weights, source="the checkpoint"):
     """Sets the model's trainable variables from {path: array}, naming any mismatch."""
     variables = {variable.path: variable for variable in model.trainable_variables}
-    missing, unexpected = sorted(set(variables) - set(weights)), sorted(set(weights) - set(variables))
+    missing, unexpected = (
+        sorted(set(variables) - set(weights)),
+        sorted(set(weights) - set(variables)),
+    )
     if missing or unexpected:
         raise ValueError(
             f"{source} does not fit this model: missing {missing[:3]}{'...' if len(missing) > 3 else ''}, "
@@ -87,7 +90,9 @@ def average_checkpoints(paths):
     for path in others:
         weights = read_checkpoint(path)
         if weights.keys() != total.keys() or any(weights[n].shape != total[n].shape for n in total):
-            raise ValueError(f"{path} and {reference} hold different variables; they are not checkpoints of one model")
+            raise ValueError(
+                f"{path} and {reference} hold different variables; they are not checkpoints of one model"
+            )
         for name, value in weights.items():
             total[name] += value
     return {name: (value / len(paths)).astype(dtypes[name]) for name, value in total.items()}

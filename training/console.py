@@ -64,11 +64,15 @@ def quiet_tensorflow_logs():
         return
     _quieted = True
     arguments = program_arguments()
-    if arguments is None:  # imported by a notebook, a script or pytest: only INFO lines hidden, as before
+    if (
+        arguments is None
+    ):  # imported by a notebook, a script or pytest: only INFO lines hidden, as before
         os.environ.setdefault(LEVEL_VARIABLE, "1")
         return
     if any(len(a) > 3 and "--verbose".startswith(a) for a in arguments):
-        os.environ[LEVEL_VARIABLE] = "0"  # asked for on the command line: wins over an inherited level
+        os.environ[LEVEL_VARIABLE] = (
+            "0"  # asked for on the command line: wins over an inherited level
+        )
     level = os.environ.setdefault(LEVEL_VARIABLE, "3")
     _filter_stderr(int(level) if level.strip().isdigit() else 0)
 
@@ -85,9 +89,12 @@ def program_arguments():
 
 def add_verbose_flag(parser):
     """The programs' --verbose; `quiet_tensorflow_logs` has already acted on it."""
-    parser.add_argument("--verbose", action="store_true",
-                        help="show TensorFlow's C++ log lines (hidden by default; a TF_CPP_MIN_LOG_LEVEL "
-                        "set in the environment decides instead)")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show TensorFlow's C++ log lines (hidden by default; a TF_CPP_MIN_LOG_LEVEL "
+        "set in the environment decides instead)",
+    )
 
 
 def noise_pattern(level):
@@ -108,8 +115,11 @@ def _filter_stderr(level):
         return
     sys.stderr.flush()
     try:
-        process = subprocess.Popen([sys.executable, "-I", "-S", "-c", _FILTER, noise_pattern(level)],
-                                   stdin=subprocess.PIPE, stdout=2)
+        process = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _FILTER, noise_pattern(level)],
+            stdin=subprocess.PIPE,
+            stdout=2,
+        )
     except OSError:
         return  # a console with C++ log lines is better than no program
     real_stderr = os.dup(2)

@@ -21,7 +21,9 @@ def main(argv=None):
         description="Run `python -m MODULE ARGS...` (MODULE's main(ARGS)) with TensorFlow's C++ log lines hidden.",
     )
     add_verbose_flag(parser)
-    parser.add_argument("module", help="a module with a main(argv) function, e.g. keras_transformer.data.ding")
+    parser.add_argument(
+        "module", help="a module with a main(argv) function, e.g. keras_transformer.data.ding"
+    )
     parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     args = parser.parse_args(argv)
     importlib.import_module(args.module).main(args.args)

@@ -39,7 +39,9 @@ def split_cpu(count):
     so that MirroredStrategy can be tried on one machine; returns their names."""
     cpu = tf.config.list_physical_devices("CPU")[0]
     try:
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * count
+        )
     except RuntimeError as error:
         raise ValueError(f"cannot split the CPU into {count} devices: {error}") from None
     return [f"/cpu:{i}" for i in range(count)]
@@ -63,7 +65,9 @@ def create_strategy(name, tpu=None, cpu_devices=1):
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
-        return tf.distribute.MirroredStrategy(devices if devices and not tf.config.list_physical_devices("GPU") else None)
+        return tf.distribute.MirroredStrategy(
+            devices if devices and not tf.config.list_physical_devices("GPU") else None
+        )
     if name == "multi_worker":
         if "TF_CONFIG" not in os.environ:
             raise ValueError(
@@ -96,14 +100,19 @@ def workers_agree(strategy, ok):
     dies); `ok` itself otherwise."""
     if not strategy.extended._in_multi_worker_mode():
         return ok
-    failures = strategy.experimental_distribute_values_from_function(lambda _: tf.constant(0.0 if ok else 1.0))
+    failures = strategy.experimental_distribute_values_from_function(
+        lambda _: tf.constant(0.0 if ok else 1.0)
+    )
     return float(strategy.reduce("SUM", failures, axis=None)) == 0.0
 
 
 def bf16_capable_gpus():
     """True when there are GPUs and all of them are Ampere (compute capability 8.0) or newer."""
     gpus = tf.config.list_physical_devices("GPU")
-    capabilities = [tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0)) for gpu in gpus]
+    capabilities = [
+        tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0))
+        for gpu in gpus
+    ]
     return bool(gpus) and all(tuple(c) >= (8, 0) for c in capabilities)
 
 

@@ -25,7 +25,9 @@ def tokenize_pairs(pairs, tokenizer, chunk_size=1024):
     """(source, target) strings -> (source_ids, target_ids) int32 vectors, tokenized in chunks."""
     return (
         pairs.batch(chunk_size)
-        .map(lambda s, t: (tokenizer.tokenize(s), tokenizer.tokenize(t)), num_parallel_calls=AUTOTUNE)
+        .map(
+            lambda s, t: (tokenizer.tokenize(s), tokenizer.tokenize(t)), num_parallel_calls=AUTOTUNE
+        )
         .unbatch()
     )
 
@@ -155,7 +157,9 @@ def pipeline_report(pairs, tokenizer, tokens_per_batch, max_length, bucketing=Tr
     dropped = collections.Counter({reason: n for reason, n in dropped.items() if n})
 
     real = total = largest = batches = 0
-    batched = make_batches(pairs, tokenizer, tokens_per_batch, max_length, bucketing, shuffle_buffer=0)
+    batched = make_batches(
+        pairs, tokenizer, tokens_per_batch, max_length, bucketing, shuffle_buffer=0
+    )
     for inputs, _ in batched.as_numpy_iterator():
         source, target = inputs["source"], inputs["target"]
         real += np.count_nonzero(source) + np.count_nonzero(target)

@@ -43,7 +43,9 @@ PLACEHOLDER = re.compile(r"…|\.\.\.|\b(etw|jdm|jdn|jds|jd|sth|sb|usw|etc)\.")
 def default_cache_dir():
     """$KERAS_TRANSFORMER_CACHE, or ~/.cache/keras_transformer."""
     return pathlib.Path(
-        os.environ.get("KERAS_TRANSFORMER_CACHE", pathlib.Path.home() / ".cache" / "keras_transformer")
+        os.environ.get(
+            "KERAS_TRANSFORMER_CACHE", pathlib.Path.home() / ".cache" / "keras_transformer"
+        )
     )
 
 
@@ -80,7 +82,11 @@ def _run(command, cwd):
         raise CorpusError(f"cannot run {command[0]}: not found; {hint}") from None
     if completed.returncode != 0:
         output = (completed.stderr or completed.stdout).strip()
-        extra = " (run 'apt-get update' first if the package is unknown)" if "apt-get" in command[0] else ""
+        extra = (
+            " (run 'apt-get update' first if the package is unknown)"
+            if "apt-get" in command[0]
+            else ""
+        )
         raise CorpusError(
             f"'{' '.join(command)}' failed with exit code {completed.returncode}: {output[-500:]}{extra}; {hint}"
         )
@@ -104,7 +110,8 @@ def is_sentence(text):
     letters = [c for c in text if c.isalpha()]
     return (
         len(text.split()) >= 2
-        and bool(letters) and letters[0].isupper()
+        and bool(letters)
+        and letters[0].isupper()
         and bool(SENTENCE_END.search(text))
         and not PLACEHOLDER.search(text)
     )
@@ -152,7 +159,7 @@ def _hash(text):
 
 
 def split_of(german):
-    """"test", "validation" or "train", from a hash of the German sentence (deterministic)."""
+    """ "test", "validation" or "train", from a hash of the German sentence (deterministic)."""
     bucket = _hash(german) / 2**64
     for split, fraction in SPLIT_FRACTIONS.items():
         if bucket < fraction:
@@ -186,13 +193,24 @@ def split_pairs(pairs):
     for de, en, split in wanted:
         splits["train" if len(english_splits[en]) > 1 else split].append((de, en))
     if len(sentences) < len(pairs):
-        held_out = {_loose(side) for name in ("validation", "test") for pair in splits[name] for side in pair}
+        held_out = {
+            _loose(side)
+            for name in ("validation", "test")
+            for pair in splits[name]
+            for side in pair
+        }
         sentence_set = set(sentences)
         splits["phrases"] = [
-            (de, en) for de, en in pairs
-            if (de, en) not in sentence_set and _loose(de) not in held_out and _loose(en) not in held_out
+            (de, en)
+            for de, en in pairs
+            if (de, en) not in sentence_set
+            and _loose(de) not in held_out
+            and _loose(en) not in held_out
         ]
-    return {name: sorted(items, key=lambda pair: _hash("\t".join(pair))) for name, items in splits.items()}
+    return {
+        name: sorted(items, key=lambda pair: _hash("\t".join(pair)))
+        for name, items in splits.items()
+    }
 
 
 def prepare(cache_dir=None, ding_file=None, include_phrases=False, verbose=1):
@@ -213,7 +231,10 @@ def prepare(cache_dir=None, ding_file=None, include_phrases=False, verbose=1):
         raise CorpusError(f"{source}: no such file")
     fingerprint = f"{hashlib.sha256(source.read_bytes()).hexdigest()}-parser{PARSER_VERSION}"
     report_file = dataset_dir / "report.json"
-    if report_file.is_file() and json.loads(report_file.read_text()).get("fingerprint") == fingerprint:
+    if (
+        report_file.is_file()
+        and json.loads(report_file.read_text()).get("fingerprint") == fingerprint
+    ):
         return dataset_dir
     corpus = parse(source, include_phrases, verbose=verbose)
     splits = split_pairs(corpus.pairs)
@@ -266,16 +287,29 @@ def training_mixture(dataset_dir, sentence_repeats, reverse=False, seed=None):
     import numpy as np
     import tensorflow as tf
 
-    if isinstance(sentence_repeats, bool) or not isinstance(sentence_repeats, int) or sentence_repeats < 1:
+    if (
+        isinstance(sentence_repeats, bool)
+        or not isinstance(sentence_repeats, int)
+        or sentence_repeats < 1
+    ):
         raise ValueError(f"sentence_repeats must be a positive integer, got {sentence_repeats!r}")
     if "phrases" not in tfds_splits(dataset_dir):
-        raise ValueError(f"{dataset_dir} holds no phrases split: prepare the corpus with include_phrases=True (--phrases)")
+        raise ValueError(
+            f"{dataset_dir} holds no phrases split: prepare the corpus with include_phrases=True (--phrases)"
+        )
     sentences, phrases = (
-        [np.concatenate(side) for side in zip(*load(split, dataset_dir, reverse).batch(8192).as_numpy_iterator())]
+        [
+            np.concatenate(side)
+            for side in zip(*load(split, dataset_dir, reverse).batch(8192).as_numpy_iterator())
+        ]
         for split in ("train", "phrases")
     )
-    order = np.concatenate([np.tile(np.arange(len(sentences[0])), sentence_repeats),
-                            len(sentences[0]) + np.arange(len(phrases[0]))])
+    order = np.concatenate(
+        [
+            np.tile(np.arange(len(sentences[0])), sentence_repeats),
+            len(sentences[0]) + np.arange(len(phrases[0])),
+        ]
+    )
     np.random.default_rng(seed).shuffle(order)
     sources, targets = (np.concatenate([a, b])[order] for a, b in zip(sentences, phrases))
     return tf.data.Dataset.from_tensor_slices((sources, targets))
@@ -295,16 +329,21 @@ def main(argv=None):
         "GPL-2+), extract its sentence pairs, split them and store them as a local TFDS dataset.",
     )
     parser.add_argument(
-        "--cache-dir", type=pathlib.Path, default=None,
+        "--cache-dir",
+        type=pathlib.Path,
+        default=None,
         help="where the package and the dataset are kept (default: $KERAS_TRANSFORMER_CACHE "
         "or ~/.cache/keras_transformer)",
     )
     parser.add_argument(
-        "--ding-file", type=pathlib.Path, default=None,
+        "--ding-file",
+        type=pathlib.Path,
+        default=None,
         help="use this de-en dictionary file instead of fetching the package",
     )
     parser.add_argument(
-        "--phrases", action="store_true",
+        "--phrases",
+        action="store_true",
         help="also store the dictionary's word and phrase pairs (about 370,000) as a split of their own, "
         "'phrases' (training data only)",
     )

@@ -43,12 +43,17 @@ class DecoderLayer(SublayerConnections):
         training=None,
     ):
         if cache is not None and cache_index is None:
-            raise ValueError(f"{self.name}: a cache needs the cache_index of the first input position")
+            raise ValueError(
+                f"{self.name}: a cache needs the cache_index of the first input position"
+            )
         x = inputs
         h = self.sublayer_input(x, self.self_attention_norm)
         h = self.self_attention(
-            h, attention_mask=target_padding_mask, use_causal_mask=True,
-            cache=None if cache is None else cache["self"], cache_index=cache_index,
+            h,
+            attention_mask=target_padding_mask,
+            use_causal_mask=True,
+            cache=None if cache is None else cache["self"],
+            cache_index=cache_index,
             training=training,
         )
         if cache is not None:
@@ -57,9 +62,12 @@ class DecoderLayer(SublayerConnections):
 
         h = self.sublayer_input(x, self.cross_attention_norm)
         h = self.cross_attention(
-            h, memory, attention_mask=source_padding_mask,
+            h,
+            memory,
+            attention_mask=source_padding_mask,
             cache=None if cache is None else cache["cross"],
-            return_attention_scores=return_attention_scores, training=training,
+            return_attention_scores=return_attention_scores,
+            training=training,
         )
         if return_attention_scores:
             h, weights = h
@@ -125,14 +133,23 @@ class Decoder(Stack):
         if (cache is None) != (cache_index is None):
             raise ValueError(f"{self.name}: cache and cache_index must be given together")
         if cache is None and memory is None:
-            raise ValueError(f"{self.name}: memory (the encoder output) is required without a cache")
-        x = self.embed_positions(inputs, start_index=0 if cache is None else cache_index, training=training)
+            raise ValueError(
+                f"{self.name}: memory (the encoder output) is required without a cache"
+            )
+        x = self.embed_positions(
+            inputs, start_index=0 if cache is None else cache_index, training=training
+        )
         new_cache, all_weights = [], []
         for i, layer in enumerate(self.layers):
             outputs = layer(
-                x, memory, target_padding_mask, source_padding_mask,
-                cache=None if cache is None else cache[i], cache_index=cache_index,
-                return_attention_scores=return_attention_scores, training=training,
+                x,
+                memory,
+                target_padding_mask,
+                source_padding_mask,
+                cache=None if cache is None else cache[i],
+                cache_index=cache_index,
+                return_attention_scores=return_attention_scores,
+                training=training,
             )
             x, *extras = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
             if cache is not None:

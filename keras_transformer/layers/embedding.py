@@ -44,7 +44,9 @@ class SharedEmbedding(keras.layers.Layer):
         if mode not in MODES:
             raise ValueError(f"{self.name}: mode must be one of {MODES}, got {mode!r}")
         if mode == "logits":
-            logits = ops.matmul(inputs, ops.transpose(ops.cast(self.target_embeddings, inputs.dtype)))
+            logits = ops.matmul(
+                inputs, ops.transpose(ops.cast(self.target_embeddings, inputs.dtype))
+            )
             return ops.cast(logits, "float32")
         matrix = self.source_embeddings if mode == "source" else self.target_embeddings
         embedded = ops.take(matrix, inputs, axis=0)

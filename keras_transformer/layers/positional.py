@@ -73,7 +73,9 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
             # gather (without the dependency the gather's own error could come first).
             import tensorflow as tf
 
-            with tf.control_dependencies([tf.debugging.assert_less(positions[-1:], self.max_length, message=message)]):
+            with tf.control_dependencies(
+                [tf.debugging.assert_less(positions[-1:], self.max_length, message=message)]
+            ):
                 positions = tf.identity(positions)
         embedding = ops.take(self.position_embeddings, positions, axis=0)
         return inputs + ops.cast(embedding, inputs.dtype)[None]

@@ -51,18 +51,29 @@ class SublayerConnections(keras.layers.Layer):
         )
         self.self_attention = self.attention_sublayer("self_attention")
         self.self_attention_norm = layer_norm(self, "self_attention_norm")
-        self.feed_forward = PositionwiseFeedForward(d_ff, dtype=self.dtype_policy, name="feed_forward")
+        self.feed_forward = PositionwiseFeedForward(
+            d_ff, dtype=self.dtype_policy, name="feed_forward"
+        )
         self.feed_forward_norm = layer_norm(self, "feed_forward_norm")
 
     def attention_sublayer(self, name):
         """A MultiHeadAttention with this layer's heads, sizes, dropout and dtype policy."""
         return MultiHeadAttention(
-            self.num_heads, self.key_dim, self.value_dim, self.attention_dropout,
-            dtype=self.dtype_policy, name=name,
+            self.num_heads,
+            self.key_dim,
+            self.value_dim,
+            self.attention_dropout,
+            dtype=self.dtype_policy,
+            name=name,
         )
 
     def build(self, inputs_shape):
-        for layer in (self.self_attention, self.self_attention_norm, self.feed_forward, self.feed_forward_norm):
+        for layer in (
+            self.self_attention,
+            self.self_attention_norm,
+            self.feed_forward,
+            self.feed_forward_norm,
+        ):
             layer.build(inputs_shape)
 
     def sublayer_input(self, x, norm):
@@ -125,7 +136,9 @@ class Stack(keras.layers.Layer):
         )
         policy = self.dtype_policy
         self.position = positional_layer(positional, max_length, dtype=policy, name="position")
-        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=policy, name="embedding_dropout")
+        self.embedding_dropout = keras.layers.Dropout(
+            dropout, dtype=policy, name="embedding_dropout"
+        )
         self.layers = [
             self.layer_class(**self.layer_arguments, dtype=policy, name=f"layer_{i}")
             for i in range(num_layers)
@@ -134,7 +147,9 @@ class Stack(keras.layers.Layer):
 
     def embed_positions(self, inputs, start_index=0, training=None):
         """Dropout(inputs + PE) for embedded inputs [B, T, d_model] (§3.5, §5.4)."""
-        return self.embedding_dropout(self.position(inputs, start_index=start_index), training=training)
+        return self.embedding_dropout(
+            self.position(inputs, start_index=start_index), training=training
+        )
 
     def finish(self, x):
         return x if self.final_norm is None else self.final_norm(x)
