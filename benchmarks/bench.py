@@ -1,9 +1,9 @@
 """Speed and memory of keras-transformer, each against a peer measured in the same run.
 
-    python -m benchmarks.bench                      # CPU, a few minutes; rewrites benchmarks/README.md
+    python -m benchmarks.bench          # CPU, a few minutes; rewrites benchmarks/README.md
     python -m benchmarks.bench --quick --output -   # a tiny setting, for the tests
-    python -m benchmarks.bench --gpu                # a GPU: bf16, XLA off and on, the base preset at
-                                                    # the paper's 25000-token batch; writes benchmarks/GPU.md
+    python -m benchmarks.bench --gpu    # a GPU: bf16, XLA off and on, the base preset at the
+                                        # paper's 25000-token batch; writes benchmarks/GPU.md
 
 Every figure is the median of `--repeats` timed repetitions after warm-up runs, the things
 compared timed in turn within each repetition; training speed against the peer is also given as
@@ -19,12 +19,12 @@ import platform
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 
 import numpy as np
 
 RESULTS = "benchmarks/README.md"
+ROOT = pathlib.Path(__file__).resolve().parents[1]  # where `python -m benchmarks.probes` runs
 # TensorFlow takes nearly all of a GPU's memory at its first operation: the benchmark's own
 # process and the fresh processes it starts take only what they use, so that they fit beside it.
 GPU_MEMORY_GROWTH = {**os.environ, "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
@@ -54,13 +54,13 @@ def matmul_rate(repeats, sizes=(512, 1024, 2048, 4096), dtype="float32"):
     median of `repeats` products."""
     import tensorflow as tf
 
+    product = tf.function(
+        lambda a: tf.reduce_sum(tf.matmul(a, a))
+    )  # a scalar back, not the product
     rates = []
     for size in sizes:
         a = tf.cast(tf.random.normal([size, size]), dtype)
-        matmul = tf.function(
-            lambda: tf.reduce_sum(tf.matmul(a, a))
-        )  # a scalar back, not the product
-        rates.append(2 * size**3 / median_seconds(lambda: matmul().numpy(), repeats))
+        rates.append(2 * size**3 / median_seconds(lambda a=a: product(a).numpy(), repeats))
     return max(rates)
 
 
@@ -192,38 +192,6 @@ def padding_efficiency(quick):
         }
 
 
-PEAK_MEMORY = textwrap.dedent(
-    """
-    import json, re, sys
-    import keras
-    import numpy as np
-    import tensorflow as tf
-    import keras_transformer as kt
-
-    def peak_kib():  # VmHWM starts afresh at exec; ru_maxrss would include the parent's pages
-        with open("/proc/self/status") as status:
-            return int(re.search(r"VmHWM:\\s+(\\d+) kB", status.read()).group(1))
-
-    config = kt.TransformerConfig.from_dict(json.loads(sys.argv[1]))
-    batch, length, what, policy = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-    keras.config.set_dtype_policy(policy)
-    model = kt.build_transformer(config)
-    rng = np.random.default_rng(0)
-    source = rng.integers(4, config.vocab_size, (batch, length)).astype("int32")
-    before = peak_kib()
-    if what == "training":
-        model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy(), jit_compile=False)
-        for _ in range(3):
-            model.train_on_batch({"source": source, "target": source}, source)
-    else:
-        for _ in range(3):
-            kt.beam_search(model, source, beam_size=4, max_length=64)
-    on_gpu = bool(tf.config.list_physical_devices("GPU"))
-    print(json.dumps([before, peak_kib(), tf.config.experimental.get_memory_info("GPU:0")["peak"] // 1024 if on_gpu else None]))
-    """
-)
-
-
 def peak_memory(config, batch, length, policy):
     """Peak resident host memory (MiB) of a fresh process under the Keras dtype `policy` after 3
     training steps or 3 beam searches, how much of it the work added over the built model, and
@@ -232,42 +200,18 @@ def peak_memory(config, batch, length, policy):
     for what in ("training", "decoding"):
         arguments = [json.dumps(config.to_dict()), str(batch), str(length), what, policy]
         out = subprocess.run(
-            [sys.executable, "-c", PEAK_MEMORY, *arguments],
+            [sys.executable, "-m", "benchmarks.probes", "peak-memory", *arguments],
             capture_output=True,
             text=True,
             check=True,
             env=GPU_MEMORY_GROWTH,
+            cwd=ROOT,
         ).stdout
         before, after, gpu_peak = json.loads(out.strip().splitlines()[-1])
         rows[what] = dict(peak_mib=after / 1024, added_mib=(after - before) / 1024)
         if gpu_peak is not None:
             rows[what]["gpu_peak_mib"] = gpu_peak / 1024
     return rows
-
-
-SAVED_MODEL = textwrap.dedent(
-    """
-    import json, sys, time
-    import numpy as np
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401
-    translate = tf.saved_model.load(sys.argv[1]).signatures["translate"]
-    repeats = int(sys.argv[2])
-    sentences = ["Das ist ein kleiner Test, nicht mehr."] * 32
-    answers = {}
-    for batch in (1, 32):
-        batch_sentences = tf.constant(sentences[:batch])
-        for _ in range(2):
-            translate(sentences=batch_sentences)
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            translate(sentences=batch_sentences)["translation"].numpy()
-            times.append(time.perf_counter() - start)
-        answers[batch] = times
-    print(json.dumps(answers))
-    """
-)
 
 
 def saved_model_latency(config, repeats, directory):
@@ -280,15 +224,14 @@ def saved_model_latency(config, repeats, directory):
     model = kt.build_transformer(
         config.__class__.from_dict({**config.to_dict(), "vocab_size": tokenizer.vocab_size})
     )
-    version = kt.export_saved_model(
-        kt.Translator(model, tokenizer, beam_size=4), f"{directory}/export"
-    )
+    saved = kt.Translator(model, tokenizer, beam_size=4).save(f"{directory}/saved_model")
     out = subprocess.run(
-        [sys.executable, "-c", SAVED_MODEL, str(version), str(repeats)],
+        [sys.executable, "-m", "benchmarks.probes", "saved-model", str(saved), str(repeats)],
         capture_output=True,
         text=True,
         check=True,
         env=GPU_MEMORY_GROWTH,
+        cwd=ROOT,
     ).stdout
     times = json.loads(out.strip().splitlines()[-1])
     return dict(
@@ -302,23 +245,32 @@ def report(results):
     lines = [
         "# Benchmarks",
         "",
-        "Written by `make bench` (`python -m benchmarks.bench`); do not edit by hand. Every figure is a",
-        "ratio against a peer measured in the same run: a model of the same size built from KerasHub's",
-        "`TransformerEncoder`/`TransformerDecoder` (benchmarks/peer.py), or our own decoding without",
+        "Written by `make bench` (`python -m benchmarks.bench`); do not edit by hand. Every figure "
+        "is a",
+        "ratio against a peer measured in the same run: a model of the same size built from "
+        "KerasHub's",
+        "`TransformerEncoder`/`TransformerDecoder` (benchmarks/peer.py), or our own decoding "
+        "without",
         "its cache (full recomputation each step, the method of the official TensorFlow tutorial).",
-        "The raw figures are in `results.json`. On a GPU, `python -m benchmarks.bench --gpu` writes the",
-        "same tables to `GPU.md` (bfloat16, XLA off and on, the base preset at 25000 tokens a step).",
+        "The raw figures are in `results.json`. On a GPU, `python -m benchmarks.bench --gpu` "
+        "writes the",
+        "same tables to `GPU.md` (bfloat16, XLA off and on, the base preset at 25000 tokens a "
+        "step).",
         "",
-        f"`python -m benchmarks.bench {results['arguments']}` on {results['machine']}, {results['date']}.",
+        f"`python -m benchmarks.bench {results['arguments']}` on {results['machine']}, "
+        f"{results['date']}.",
         f"TensorFlow {results['versions']['tensorflow']}, Keras {results['versions']['keras']}, "
-        f"keras-hub {results['versions']['keras_hub']}. Medians of {results['repeats']} repetitions after warm-up, "
+        f"keras-hub {results['versions']['keras_hub']}. Medians of {results['repeats']} "
+        "repetitions after warm-up, "
         "the models compared timed in turn within each repetition.",
-        f"Keras dtype policy {results['policy']}. Matmul rate of this machine ({results['matmul_dtype']}, TensorFlow, "
+        f"Keras dtype policy {results['policy']}. Matmul rate of this machine "
+        f"({results['matmul_dtype']}, TensorFlow, "
         f"best square size): {results['matmul_flops'] / 1e9:.1f} GFLOP/s.",
         "",
         "## Training step (forward, backward, Adam update)",
         "",
-        "| preset | batch x length | XLA | model | parameters | target tokens/s | speed over peer (quartiles) | MFU |",
+        "| preset | batch x length | XLA | model | parameters | target tokens/s | speed over peer "
+        "(quartiles) | MFU |",
         "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for setting in results["training"]:
@@ -329,14 +281,16 @@ def report(results):
                 else "1.00"
             )
             lines.append(
-                f"| {setting['preset']} | {setting['shape']} | {'on' if setting['xla'] else 'off'} | {name} | {row['params']:,} | "
+                f"| {setting['preset']} | {setting['shape']} | {'on' if setting['xla'] else 'off'} "
+                f"| {name} | {row['params']:,} | "
                 f"{row['tokens_per_second']:,.0f} | {ratio} | {100 * row['mfu']:.1f}% |"
             )
     lines += [
         "",
         "The peer's extra parameters are its untied output projection and learned positions "
         "(KerasHub's `TokenAndPositionEmbedding`); MFU counts the same matmul FLOPs for both "
-        "(the layer sizes of §3, backward = 2 x forward) over the machine's matmul rate. The speed over "
+        "(the layer sizes of §3, backward = 2 x forward) over the machine's matmul rate. The speed "
+        "over "
         "the peer is the median of the per-repetition ratios of step times (with their quartiles), "
         "which can differ from the ratio of the median throughputs.",
     ]
@@ -345,14 +299,16 @@ def report(results):
         f"## Decoding ({results['decoding_preset']} preset, random weights, source length 20, "
         f"output up to {results['decoding_length']} tokens)",
         "",
-        "| batch | decoder steps | method | sentences/s | ms/sentence | speed-up over full recomputation |",
+        "| batch | decoder steps | method | sentences/s | ms/sentence | speed-up over full "
+        "recomputation |",
         "| ---: | ---: | --- | ---: | ---: | ---: |",
     ]
     for setting in results["decoding"]:
         base = setting["rows"]["greedy, full recomputation"]["sentences_per_second"]
         for name, row in setting["rows"].items():
             lines.append(
-                f"| {setting['batch']} | {setting['steps']} | {name} | {row['sentences_per_second']:.1f} | "
+                f"| {setting['batch']} | {setting['steps']} | {name} | "
+                f"{row['sentences_per_second']:.1f} | "
                 f"{row['ms_per_sentence']:.1f} | {row['sentences_per_second'] / base:.2f} |"
             )
     saved = results["saved_model"]
@@ -450,9 +406,10 @@ def main(argv=None):
         else "no GPU"
     )
     vocab = 500 if args.quick else 8000
-    config_of = lambda preset: kt.TransformerConfig.preset(
-        preset, vocab_size=vocab, dropout=0.0, max_length=128
-    )  # noqa: E731
+
+    def config_of(preset):
+        return kt.TransformerConfig.preset(preset, vocab_size=vocab, dropout=0.0, max_length=128)
+
     results = dict(
         arguments=" ".join(argv if argv is not None else sys.argv[1:]),
         machine=f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPU cores, {device}",

@@ -165,14 +165,14 @@ def machine():
 
 
 def run_child(run, work_dir, minutes):
-    """Trains `run` in this process for `minutes`, scores its decodings and writes RUN_DIR/result.json."""
+    """Trains `run` in this process for `minutes`, scores its decodings and writes
+    RUN_DIR/result.json."""
+    from benchmarks import bench
     from training import (
         checkpoints,
-        evaluate,
+        scoring,
         train,
     )  # first: training sets TensorFlow's environment
-
-    from benchmarks import bench
 
     run_dir = work_dir / run.name
     tokenizer = work_dir / "tokenizers" / f"{run.tokenizer_key()}.model"
@@ -208,14 +208,15 @@ def run_child(run, work_dir, minutes):
         translator = kt.Translator(model, tokenizer_model, beam, alpha)
         for split in splits:
             print(
-                f"{run.name}: {split} split, beam {beam}, alpha {alpha}, {window} checkpoint(s) averaged",
+                f"{run.name}: {split} split, beam {beam}, alpha {alpha}, {window} checkpoint(s) "
+                "averaged",
                 file=sys.stderr,
             )
-            hypotheses = evaluate.translate_all(
+            hypotheses = scoring.translate_all(
                 translator.translate, [s for s, _ in pairs[split]], verbose=2
             )
             output = run_dir / f"translations.{split}.beam{beam}-alpha{alpha}-avg{window}.txt"
-            result = evaluate.score_report(hypotheses, [t for _, t in pairs[split]], output)
+            result = scoring.score_report(hypotheses, [t for _, t in pairs[split]], output)
             scores.append(
                 {"split": split, "beam": beam, "alpha": alpha, "averaged": window, **result}
             )
@@ -262,7 +263,8 @@ def results(work_dir, minutes, recorded=()):
 def table(found):
     """One row per run and decoding: settings, steps reached, validation and test scores."""
     header = (
-        "| run | lever | settings (beyond the demo's) | seed | min | steps | s/step | GFLOP/s | beam | alpha | avg | "
+        "| run | lever | settings (beyond the demo's) | seed | min | steps | s/step | GFLOP/s | "
+        "beam | alpha | avg | "
         "val BLEU | val chrF | val BP | val len | test BLEU | test chrF | test BP | date |"
     )
     rows = [header, "|" + " --- |" * header.count(" | ") + " --- |"]
@@ -315,10 +317,14 @@ def table(found):
             *rows,
             "",
             "val/test BP: BLEU's brevity penalty (1 = output not shorter than the references); "
-            "val len: output length / reference length (in 13a tokens; above 1 the output runs on). "
-            "avg: the last N checkpoints (25 steps apart) averaged. min: the training budget in minutes. "
-            "s/step: the training's wall-clock seconds (model building and data preparation included) "
-            "over its steps. GFLOP/s: the machine's float32 matmul rate (1024², TensorFlow) measured "
+            "val len: output length / reference length (in 13a tokens; above 1 the output runs "
+            "on). "
+            "avg: the last N checkpoints (25 steps apart) averaged. min: the training budget in "
+            "minutes. "
+            "s/step: the training's wall-clock seconds (model building and data preparation "
+            "included) "
+            "over its steps. GFLOP/s: the machine's float32 matmul rate (1024², TensorFlow) "
+            "measured "
             "just before the run trained: how fast the machine was during it.",
             "sacrebleu signatures: " + "; ".join(f"`{s}`" for s in signatures),
         ]
@@ -410,7 +416,8 @@ def main(argv=None):
         for run in STUDY:
             done = result_of(run, args.work_dir, args.minutes, recorded) is not None
             print(
-                f"{'done' if done else 'todo'}  {run.name:<18} {run.lever:<15} {run.minutes(args.minutes):g} min  "
+                f"{'done' if done else 'todo'}  {run.name:<18} {run.lever:<15} "
+                f"{run.minutes(args.minutes):g} min  "
                 f"{' '.join(run.flags)}"
             )
         return None
@@ -459,7 +466,8 @@ def main(argv=None):
             (s for s in result["scores"] if s["split"] == "validation"), key=lambda s: s["bleu"]
         )
         print(
-            f"    {result['steps']} steps; best validation BLEU {best['bleu']:.2f}, chrF {best['chrf']:.1f} "
+            f"    {result['steps']} steps; best validation BLEU {best['bleu']:.2f}, chrF "
+            f"{best['chrf']:.1f} "
             f"(beam {best['beam']}, alpha {best['alpha']:g}, {best['averaged']} averaged)",
             flush=True,
         )

@@ -16,7 +16,7 @@ from keras_transformer.losses import (  # noqa: E402
 from keras_transformer.model import Transformer, build_transformer  # noqa: E402
 from keras_transformer.optimization import TransformerSchedule, create_optimizer  # noqa: E402
 from keras_transformer.tokenizer import SubwordTokenizer  # noqa: E402
-from keras_transformer.translator import Translator, export_saved_model  # noqa: E402
+from keras_transformer.translator import Translator  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -34,7 +34,6 @@ __all__ = [
     "create_optimizer",
     "data",
     "encoder_decoder_attention",
-    "export_saved_model",
     "greedy_search",
     "layers",
     "masked_accuracy",

@@ -2,8 +2,9 @@
 
 The encoder runs once; the decoder runs one position per step, reading and writing the
 preallocated cache of every self-attention layer. The loop compiles with XLA
-(`jit_compile=True`); an int `max_length` makes every shape static. Outputs stop at eos; a sentence also stops at its own bound,
-source length + `extra_length` (the paper's +50), and at `max_length`.
+(`jit_compile=True`); an int `max_length` makes every shape static. Outputs stop at eos; a
+sentence also stops at its own bound, source length + `extra_length` (the paper's +50), and at
+`max_length`.
 """
 
 import typing
@@ -11,9 +12,10 @@ import weakref
 
 import tensorflow as tf
 
-from keras_transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.ids import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.layers.attention import MASK_VALUE
 
-NEG_INF = -1e9
+NEG_INF = MASK_VALUE  # the log-probability of an impossible hypothesis
 _COMPILED = weakref.WeakKeyDictionary()  # model -> {settings: tf.function}
 
 

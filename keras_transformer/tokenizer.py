@@ -4,11 +4,11 @@ sentencepiece and applied inside the TensorFlow graph by tensorflow-text.
 Running in the graph is what lets an exported model take raw strings: TensorFlow Serving links
 the tensorflow-text ops. Text is normalized the same way when the vocabulary is trained and when
 it is applied: invalid UTF-8 is replaced by U+FFFD, then NFKC, then U+2581 (sentencepiece's
-word-boundary mark) becomes a space, then leading and trailing ASCII whitespace is stripped. `detokenize(tokenize(s)) == normalize(s)` for any string: byte fallback
-spells characters outside the vocabulary as UTF-8 bytes, so nothing becomes <unk>.
+word-boundary mark) becomes a space, then leading and trailing ASCII whitespace is stripped.
+`detokenize(tokenize(s)) == normalize(s)` for any string: byte fallback spells characters
+outside the vocabulary as UTF-8 bytes, so nothing becomes <unk>.
 """
 
-import hashlib
 import io
 import pathlib
 import unicodedata
@@ -16,10 +16,10 @@ import unicodedata
 import sentencepiece
 import tensorflow as tf
 import tensorflow_text as tf_text
-from tensorflow_text.python.ops import sentencepiece_tokenizer as tf_text_sentencepiece
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
+from keras_transformer.compat import sentencepiece_tokenizer
+from keras_transformer.ids import BOS_ID, EOS_ID, PAD_ID, SPECIAL_IDS, UNK_ID
+
 BYTE_PIECES = 256
 ASCII_WHITESPACE = " \t\n\r\f\v"
 WORD_BOUNDARY = "\u2581"  # sentencepiece's own space mark; it cannot survive detokenization
@@ -43,24 +43,6 @@ def checked_processor(model_proto):
     return processor
 
 
-class _NamedSentencepieceResource(tf_text_sentencepiece._SentencepieceModelResource):
-    """tensorflow-text's sentencepiece model resource, under a shared name.
-
-    tensorflow-text 2.21 makes the resource private to its kernel, and TensorFlow destroys it
-    whenever it clears the eager kernel cache, which `tf.random.set_seed` (and so
-    `keras.utils.set_random_seed`) does: every later call failed with "Resource ... does not
-    exist". A shared name, taken from the model's hash, keeps it in the resource manager.
-    """
-
-    def _create_resource(self):
-        shared_name = (
-            "keras_transformer_sentencepiece_" + hashlib.sha256(self._model).hexdigest()[:24]
-        )
-        return tf_text_sentencepiece.gen_sentencepiece_tokenizer.sentencepiece_op(
-            model=self._model, shared_name=shared_name
-        )
-
-
 class SubwordTokenizer(tf.Module):
     """A sentencepiece BPE model with ids pad=0, unk=1, bos=2, eos=3, shared by both languages.
 
@@ -74,10 +56,7 @@ class SubwordTokenizer(tf.Module):
         processor = checked_processor(self.model_proto)
         self.vocab_size = processor.get_piece_size()
         self._processor = processor
-        self._sentencepiece = tf_text.SentencepieceTokenizer(
-            model=self.model_proto, out_type=tf.int32
-        )
-        self._sentencepiece._model_resource = _NamedSentencepieceResource(self.model_proto, name)
+        self._sentencepiece = sentencepiece_tokenizer(self.model_proto, name)
 
     @classmethod
     def train(cls, texts, vocab_size, path, character_coverage=0.9995, max_sentences=2_000_000):
@@ -90,7 +69,8 @@ class SubwordTokenizer(tf.Module):
         minimum = len(SPECIAL_IDS) + BYTE_PIECES + 1
         if vocab_size < minimum:
             raise ValueError(
-                f"vocab_size must be at least {minimum} (4 special ids and 256 byte pieces); got {vocab_size}"
+                f"vocab_size must be at least {minimum} (4 special ids and 256 byte pieces); got "
+                f"{vocab_size}"
             )
         sentences = (line for line in map(normalize_text, texts) if line)
         model = io.BytesIO()

@@ -120,10 +120,13 @@ class TranslationClient:
                 )
         results = []
         for batch, (request, _) in zip(batches, requests):
-            translations, scores = self._call(lambda timeout: self._predict(request, timeout))
+            translations, scores = self._call(
+                lambda timeout, request=request: self._predict(request, timeout)
+            )
             if len(translations) != len(batch):
                 raise ServingError(
-                    f"{self.target} answered {len(translations)} translations for {len(batch)} sentences"
+                    f"{self.target} answered {len(translations)} translations for {len(batch)} "
+                    "sentences"
                 )
             results += [
                 Translation(text, float(score)) for text, score in zip(translations, scores)
@@ -152,7 +155,8 @@ class TranslationClient:
             except _Unavailable as error:
                 last = error
         raise ServingError(
-            f"{self.target} is unavailable ({self.protocol}, {attempts} attempts within {self.timeout:g} s): {last}",
+            f"{self.target} is unavailable ({self.protocol}, {attempts} attempts within "
+            f"{self.timeout:g} s): {last}",
             code="UNAVAILABLE",
         )
 
@@ -354,7 +358,10 @@ def main(argv=None, stdin=None):
 
     parser = argparse.ArgumentParser(
         prog="python -m serving.client",
-        description="Translate sentences with a TensorFlow Serving model server, or show the model's status or metadata.",
+        description=(
+            "Translate sentences with a TensorFlow Serving model server, or show the "
+            "model's status or metadata."
+        ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument(

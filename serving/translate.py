@@ -8,22 +8,8 @@ import argparse
 import pathlib
 import sys
 
+from serving.packaging import latest_version
 from training.console import add_verbose_flag
-
-
-def latest_version(model_dir):
-    """`model_dir` itself if it holds a SavedModel, else its highest numbered version."""
-    model_dir = pathlib.Path(model_dir)
-    if (model_dir / "saved_model.pb").is_file():
-        return model_dir
-    versions = sorted(
-        (int(p.name), p) for p in model_dir.glob("*") if p.name.isdigit() and p.is_dir()
-    )
-    if not versions:
-        raise FileNotFoundError(
-            f"{model_dir} holds no SavedModel and no numbered version directory"
-        )
-    return versions[-1][1]
 
 
 def main(argv=None):

@@ -22,7 +22,10 @@ def random_ids(rng, batch, length, vocab_size, low=4):
     return rng.integers(low, vocab_size, (batch, length)).astype("int32")
 
 
-GERMAN_WORDS = "der die das Haus ist groß klein und ein eine Katze Hund schläft läuft schnell heute Straße grün".split()
+GERMAN_WORDS = (
+    "der die das Haus ist groß klein und ein eine Katze Hund schläft läuft schnell heute Straße "
+    "grün"
+).split()
 ENGLISH_WORDS = "the house is big small and a cat dog sleeps runs fast today street green".split()
 
 

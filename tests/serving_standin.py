@@ -233,7 +233,8 @@ class ModelServerStandIn:
                 if any(set(row) != set(input_names) for row in rows):
                     raise ServingFailure(
                         grpc.StatusCode.INVALID_ARGUMENT,
-                        f"instances: the keys of every object must be equal to {sorted(input_names)}",
+                        "instances: the keys of every object must be equal to "
+                        f"{sorted(input_names)}",
                     )
                 inputs = {key: [row[key] for row in rows] for key in input_names}
             elif len(input_names) == 1:
@@ -412,7 +413,8 @@ def _is_text(value):
 
 
 def _to_json(array):
-    """Tensor values as TensorFlow Serving writes them in JSON: strings as text, numbers as numbers."""
+    """Tensor values as TensorFlow Serving writes them in JSON: strings as text, numbers as
+    numbers."""
     if array.dtype == object:
         return (
             np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(array).tolist()

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import synthetic_pairs
 
 import keras_transformer as kt
-from conftest import synthetic_pairs
 from keras_transformer.data import Corpus, bucket_boundaries, make_batches, pipeline_report
 
 BUDGET, MAX_LENGTH = 1024, 48
@@ -42,7 +42,8 @@ def test_bucketing_pads_less_than_fixed_batches(pairs, tokenizer):
     bucketed = pipeline_report(pairs, tokenizer, BUDGET, MAX_LENGTH, bucketing=True)
     fixed = pipeline_report(pairs, tokenizer, BUDGET, MAX_LENGTH, bucketing=False)
     print(
-        f"\npadding efficiency: bucketed {bucketed.padding_efficiency:.1%}, fixed {fixed.padding_efficiency:.1%}"
+        f"\npadding efficiency: bucketed {bucketed.padding_efficiency:.1%}, fixed "
+        f"{fixed.padding_efficiency:.1%}"
     )
     assert bucketed.padding_efficiency >= fixed.padding_efficiency
     assert bucketed.largest_side_tokens <= BUDGET and fixed.largest_side_tokens <= BUDGET

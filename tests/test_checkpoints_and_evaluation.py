@@ -12,7 +12,8 @@ import sacrebleu
 import tensorflow as tf
 
 import keras_transformer as kt
-from training import average_checkpoints, checkpoints, evaluate, run
+from serving.packaging import export_for_serving
+from training import average_checkpoints, checkpoints, evaluate, run_dir
 from training.callbacks import Backup, StepCheckpoints, StopOnNaN, TrainingDiverged
 
 CONFIG = kt.TransformerConfig.preset("tiny", vocab_size=40, num_layers=1)
@@ -47,7 +48,7 @@ def test_checkpoint_round_trip_and_mismatch(tmp_path):
 
 def make_run(tmp_path, seeds):
     """A run directory with run.json and one checkpoint per seed (steps 100, 200, ...)."""
-    run.save_settings(tmp_path, {"config": CONFIG.to_dict()})
+    run_dir.save_settings(tmp_path, {"config": CONFIG.to_dict()})
     models = [fresh_model(seed) for seed in seeds]
     for step, model in enumerate(models, start=1):
         checkpoints.save_checkpoint(
@@ -62,8 +63,8 @@ def test_average_equals_the_mean_of_the_weights(tmp_path, capsys):
         [str(tmp_path), "--last", "3", "--output", str(tmp_path / "avg.keras")]
     )
     assert (
-        "averaged 3 checkpoints (step-0000200.weights.npz, step-0000300.weights.npz, step-0000400.weights.npz)"
-        in capsys.readouterr().out
+        "averaged 3 checkpoints (step-0000200.weights.npz, step-0000300.weights.npz, "
+        "step-0000400.weights.npz)" in capsys.readouterr().out
     )
     averaged = keras.models.load_model(tmp_path / "avg.keras")
     by_path = {v.path: v.numpy() for v in averaged.trainable_variables}
@@ -125,8 +126,7 @@ def test_step_checkpoints_keep_the_last_k_and_nan_stops_before_saving(tmp_path):
     assert Backup.saved_epoch(backup_dir) == 2  # 2 batches per epoch: epochs 1-2 completed
     restored = fresh_model(5)
     restored.compile(optimizer=kt.create_optimizer(CONFIG), loss=kt.LabelSmoothedCrossEntropy())
-    restored.optimizer.build(restored.trainable_variables)
-    restored.load_weights(backup_dir / "latest.weights.h5")
+    assert Backup.restore(restored, backup_dir) == 2
     assert int(restored.optimizer.iterations.numpy()) == 4
     assert all(np.isfinite(v.numpy()).all() for v in restored.trainable_variables)
 
@@ -189,7 +189,7 @@ def test_evaluate_bleu_and_chrf_equal_sacrebleu_on_the_files(saved_number_model,
         keras.models.load_model(root / "model.keras"),
         kt.SubwordTokenizer.load(root / "tokenizer.model"),
     )
-    kt.export_saved_model(kt.Translator(model, tokenizer, beam_size=4), root / "export")
+    export_for_serving(kt.Translator(model, tokenizer, beam_size=4), root / "export")
     evaluate.main(
         [
             "--model",

@@ -5,9 +5,9 @@ import itertools
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import random_ids
 
 import keras_transformer as kt
-from conftest import random_ids
 from keras_transformer.decoding import beam_decode, greedy_decode, length_penalty
 
 EOS = 3

@@ -2,20 +2,24 @@
 
 import json
 import os
+import pathlib
 import stat
 import subprocess
 import sys
 
 import pytest
 
-from keras_transformer.data import CorpusError, ding
+from keras_transformer.data import CorpusError, debian, ding
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 FIXTURE = """\
 # Version :: devel 2023-01-30
 # License :: GPL Version 2 or later; GNU General Public License
 Haus {n}; Gebäude {n} | Häuser {pl} :: house; building | houses
 Rechner {m} [comp.] | Rechner {pl} :: computer | computers
-Das Haus ist groß. | Das Haus (am Fluss) ist alt. :: The house is big. | The house (by the river) is old.
+Das Haus ist groß. | Das Haus (am Fluss) ist alt. :: The house is big. | \
+The house (by the river) is old.
 Ich halte das für einen Fehler. :: I consider that a mistake. / I regard that as a mistake.
 Er war ein Jahr im Gefängnis. :: He spent a year in prison/jail.
 Guten Morgen! {interj} :: Good morning! [Br.]
@@ -149,12 +153,14 @@ def fake_tools(tmp_path, apt_exit=0):
     bin_dir.mkdir()
     (bin_dir / "apt-get").write_text(
         "#!/bin/sh\n"
-        f'if [ {apt_exit} -ne 0 ]; then echo "E: Unable to locate package $2" >&2; exit {apt_exit}; fi\n'
+        f'if [ {apt_exit} -ne 0 ]; then echo "E: Unable to locate package $2" >&2; exit '
+        f"{apt_exit}; fi\n"
         'echo fake > "trans-de-en_1.9-6_all.deb"\n'
     )
     (bin_dir / "dpkg").write_text(
         "#!/bin/sh\n"
-        'mkdir -p "$3/usr/share/trans" && printf "%s\\n" "Das ist gut. :: That is good." > "$3/usr/share/trans/de-en"\n'
+        'mkdir -p "$3/usr/share/trans" && printf "%s\\n" "Das ist gut. :: That is good." > '
+        '"$3/usr/share/trans/de-en"\n'
     )
     for tool in ("apt-get", "dpkg"):
         (bin_dir / tool).chmod(stat.S_IRWXU)
@@ -163,12 +169,22 @@ def fake_tools(tmp_path, apt_exit=0):
 
 def test_fetch_downloads_and_extracts_into_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", fake_tools(tmp_path))
-    path = ding.fetch(tmp_path / "cache", installed=tmp_path / "not-installed")
+    path = debian.fetch_file(
+        ding.DEBIAN_PACKAGE, ding.PACKAGE_FILE, tmp_path / "cache", root=tmp_path / "not-installed"
+    )
     assert path == tmp_path / "cache" / "trans-de-en" / "usr/share/trans/de-en"
     assert path.read_text() == "Das ist gut. :: That is good.\n"
     assert [p.name for p in (tmp_path / "cache").iterdir()] == ["trans-de-en"]  # no temporary left
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert ding.fetch(tmp_path / "cache", installed=tmp_path / "not-installed") == path  # cached
+    assert (
+        debian.fetch_file(
+            ding.DEBIAN_PACKAGE,
+            ding.PACKAGE_FILE,
+            tmp_path / "cache",
+            root=tmp_path / "not-installed",
+        )
+        == path
+    )  # cached
 
 
 def test_fetch_failure_is_clear_and_leaves_nothing(tmp_path, monkeypatch):
@@ -178,11 +194,21 @@ def test_fetch_failure_is_clear_and_leaves_nothing(tmp_path, monkeypatch):
         match=r"'apt-get download trans-de-en' failed with exit code 100: "
         r"E: Unable to locate package trans-de-en \(run 'apt-get update' first",
     ):
-        ding.fetch(tmp_path / "cache", installed=None)
+        debian.fetch_file(
+            ding.DEBIAN_PACKAGE,
+            ding.PACKAGE_FILE,
+            tmp_path / "cache",
+            root=tmp_path / "not-installed",
+        )
     assert list((tmp_path / "cache").iterdir()) == []
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(CorpusError, match="cannot run apt-get: not found"):
-        ding.fetch(tmp_path / "cache", installed=None)
+        debian.fetch_file(
+            ding.DEBIAN_PACKAGE,
+            ding.PACKAGE_FILE,
+            tmp_path / "cache",
+            root=tmp_path / "not-installed",
+        )
 
 
 def test_prepare_stores_a_tfds_dataset_once(ding_file, tmp_path):
@@ -215,16 +241,17 @@ def test_prepare_stores_a_tfds_dataset_once(ding_file, tmp_path):
 
 def test_command_line(ding_file, tmp_path):
     help_text = subprocess.run(
-        [sys.executable, "-m", "keras_transformer.data.ding", "--help"],
+        [sys.executable, "-m", "training.prepare_ding", "--help"],
         capture_output=True,
         text=True,
+        cwd=ROOT,
     ).stdout
     assert "--cache-dir" in help_text and "--phrases" in help_text and "--ding-file" in help_text
     completed = subprocess.run(
         [
             sys.executable,
             "-m",
-            "keras_transformer.data.ding",
+            "training.prepare_ding",
             "--ding-file",
             str(ding_file),
             "--cache-dir",
@@ -233,6 +260,7 @@ def test_command_line(ding_file, tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
+        cwd=ROOT,
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert "7 pairs kept" in completed.stdout and "dataset written to" in completed.stdout
@@ -240,7 +268,7 @@ def test_command_line(ding_file, tmp_path):
         [
             sys.executable,
             "-m",
-            "keras_transformer.data.ding",
+            "training.prepare_ding",
             "--ding-file",
             str(tmp_path / "absent"),
             "--cache-dir",
@@ -249,5 +277,6 @@ def test_command_line(ding_file, tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
+        cwd=ROOT,
     )
     assert failed.returncode == 1 and "absent: no such file" in failed.stderr

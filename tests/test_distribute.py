@@ -93,7 +93,8 @@ PIPELINE_SCRIPT = textwrap.dedent(
         model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy(),
                       metrics=[kt.MaskedAccuracy()])
     history = model.fit(batches, steps_per_epoch=4, epochs=2, shuffle=False, verbose=0).history
-    print("RESULT " + json.dumps({"loss": history["loss"], "steps": int(model.optimizer.iterations.numpy())}))
+    steps = int(model.optimizer.iterations.numpy())
+    print("RESULT " + json.dumps({"loss": history["loss"], "steps": steps}))
     """
 )
 

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import keras_transformer as kt
+from serving.packaging import export_for_serving
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -26,7 +27,7 @@ def run_python(*args, stdin=None, cwd=REPO):
 def exported(number_translator, tmp_path_factory):
     model, tokenizer, pairs = number_translator
     base = tmp_path_factory.mktemp("exports") / "numbers"
-    return kt.export_saved_model(kt.Translator(model, tokenizer), base), pairs
+    return export_for_serving(kt.Translator(model, tokenizer), base), pairs
 
 
 # serving.translate must load the model with tensorflow and tensorflow_text alone.
@@ -158,7 +159,7 @@ def test_bad_input_never_errors_and_stays_bounded(exported, number_translator):
     inputs = [
         b"",
         b"   ",
-        "zwei ".encode() * 2000,
+        b"zwei " * 2000,
         b"drei \xff\xfe vier",
         "😀👍🏽 日本語 Привет".encode(),
         b"eins",
@@ -190,20 +191,20 @@ def test_long_sources_are_truncated_and_outputs_bounded(number_translator):
 def test_export_is_atomic_and_never_overwrites(number_translator, tmp_path, monkeypatch):
     model, tokenizer, _ = number_translator
     translator = kt.Translator(model, tokenizer, beam_size=1)
-    assert kt.export_saved_model(translator, tmp_path / "m").name == "1"
-    assert kt.export_saved_model(translator, tmp_path / "m").name == "2"
-    assert kt.export_saved_model(translator, tmp_path / "m", version=7).name == "7"
+    assert export_for_serving(translator, tmp_path / "m").name == "1"
+    assert export_for_serving(translator, tmp_path / "m").name == "2"
+    assert export_for_serving(translator, tmp_path / "m", version=7).name == "7"
     with pytest.raises(
         FileExistsError, match="7 already exists; a served version is never overwritten"
     ):
-        kt.export_saved_model(translator, tmp_path / "m", version=7)
+        export_for_serving(translator, tmp_path / "m", version=7)
 
     def failing_save(*args, **kwargs):
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(tf.saved_model, "save", failing_save)
     with pytest.raises(RuntimeError, match="disk full"):
-        kt.export_saved_model(translator, tmp_path / "m")
+        export_for_serving(translator, tmp_path / "m")
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
         "1",
         "2",
@@ -216,12 +217,12 @@ def test_export_program(number_translator, tmp_path):
     model, tokenizer, pairs = number_translator
     model.save(tmp_path / "model.keras")
     tokenizer.save(tmp_path / "tokenizer.model")
-    assert "--checkpoint" in run_python("-m", "serving.export", "--help")
+    assert "--model" in run_python("-m", "serving.export", "--help")
     assert "--model" in run_python("-m", "serving.translate", "--help")
     out = run_python(
         "-m",
         "serving.export",
-        "--checkpoint",
+        "--model",
         str(tmp_path / "model.keras"),
         "--out",
         str(tmp_path / "exports" / "numbers"),
@@ -234,7 +235,7 @@ def test_export_program(number_translator, tmp_path):
             sys.executable,
             "-m",
             "serving.export",
-            "--checkpoint",
+            "--model",
             str(tmp_path / "model.keras"),
             "--out",
             str(tmp_path / "exports" / "numbers"),

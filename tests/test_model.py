@@ -3,9 +3,9 @@
 import keras
 import numpy as np
 import pytest
+from conftest import random_ids
 
 import keras_transformer as kt
-from conftest import random_ids
 
 VOCAB = 37
 
@@ -162,7 +162,8 @@ def test_mixed_bfloat16_gives_float32_logits_and_trains_without_nan():
         ),
         (
             {"src": np.ones((2, 3), "int32"), "target": np.ones((2, 3), "int32")},
-            r"Missing data for input \"source\".*Expected the following keys: \['source', 'target'\]",
+            r"Missing data for input \"source\".*Expected the following keys: \['source', "
+            r"'target'\]",
         ),
         (np.ones((2, 3), "int32"), r"expects 2 named input\(s\) with keys \['source', 'target'\]"),
         ([np.ones((2, 3), "int32")] * 2, r"must be a dict \{\"source\": .*; got list"),

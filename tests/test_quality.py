@@ -94,7 +94,8 @@ def test_runs_score_validation_and_only_marked_runs_score_test(tiny_study, tmp_p
 
     report = tmp_path / "QUALITY.md"
     report.write_text(
-        f"# Study\n\nintro kept\n\n{quality.TABLE_START}\nold table\n{quality.TABLE_END}\n\nanalysis kept\n"
+        f"# Study\n\nintro kept\n\n{quality.TABLE_START}\nold "
+        f"table\n{quality.TABLE_END}\n\nanalysis kept\n"
     )
     quality.write_report(quality.results(work, minutes=5), report)
     text = report.read_text()

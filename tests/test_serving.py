@@ -21,6 +21,7 @@ from google.protobuf import (
     text_format,
     wrappers_pb2,
 )
+from serving_standin import ModelServerStandIn
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     model_pb2,
@@ -32,7 +33,7 @@ from tensorflow_serving.config import model_server_config_pb2
 import keras_transformer as kt
 from serving import client as serving_client
 from serving.client import GrpcClient, RestClient, ServingError, Translation
-from serving_standin import ModelServerStandIn
+from serving.packaging import export_for_serving
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SERVING = REPO / "serving"
@@ -44,8 +45,8 @@ def server(number_translator, tmp_path_factory):
     """Model `numbers`: version 1 (beam 4) and version 2 (greedy), labelled stable and canary."""
     model, tokenizer, pairs = number_translator
     base = tmp_path_factory.mktemp("models") / "numbers"
-    kt.export_saved_model(kt.Translator(model, tokenizer, beam_size=4), base)
-    kt.export_saved_model(kt.Translator(model, tokenizer, beam_size=1), base)
+    export_for_serving(kt.Translator(model, tokenizer, beam_size=4), base)
+    export_for_serving(kt.Translator(model, tokenizer, beam_size=1), base)
     with ModelServerStandIn("numbers", base, labels={"stable": 1, "canary": 2}) as stand_in:
         stand_in.pairs = pairs[:6]
         yield stand_in
@@ -303,7 +304,10 @@ def test_client_retries_unavailable_a_bounded_number_of_times(server, kind):
     calls = server.calls
     with pytest.raises(
         ServingError,
-        match=r"unavailable \((REST|gRPC), 3 attempts within 30 s\): the model server is not ready yet",
+        match=(
+            r"unavailable \((REST|gRPC), 3 attempts within 30 s\): the model server is not ready "
+            r"yet"
+        ),
     ) as error:
         client_for(server, kind, retries=2).translate(["eins"])
     assert error.value.code == "UNAVAILABLE" and server.calls - calls == 3

@@ -130,7 +130,7 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
         "step-0000020.weights.npz",
         "step-0000040.weights.npz",
     ]
-    assert (out / "model.keras").is_file() and (out / "backup" / "latest.weights.h5").is_file()
+    assert (out / "model.keras").is_file() and (out / "backup" / "backup.json").is_file()
     assert len((out / "translations.test.txt").read_text().splitlines()) == 12
     report = json.loads((out / "translations.test.txt.scores.json").read_text())
     for name in ("bleu", "chrf", "chrf++"):
@@ -168,7 +168,8 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
         ),
         (
             ["--set", "d_model=32", "--set", "num_heads=2"],
-            r"another model's run .*config.d_model: 64 in the run, 32 now; config.num_heads: 4 in the run, 2 now",
+            r"another model's run .*config.d_model: 64 in the run, 32 now; config.num_heads: 4 in "
+            r"the run, 2 now",
         ),
         (["--max-length", "24"], "max_length: 32 in the run, 24 now"),
     ]:
@@ -255,7 +256,7 @@ def test_unfetchable_corpus_is_a_clear_error(tmp_path, capsys, monkeypatch):
             ["--preset", "tiny", "--data-dir", str(tmp_path / "cache"), "--output-dir", str(out)]
         )
     assert (
-        "cannot run apt-get: not found; fetching the Ding corpus needs Debian's apt-get"
+        "cannot run apt-get: not found; fetching trans-de-en needs Debian's apt-get"
         in capsys.readouterr().err
     )
     assert not out.exists()
@@ -305,7 +306,7 @@ def test_killed_run_resumes_from_its_backup(number_data, tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    metadata = out / "backup" / "training_metadata.json"
+    metadata = out / "backup" / "backup.json"
     deadline = time.monotonic() + 240
     while not (metadata.is_file() and json.loads(metadata.read_text())["epoch"] >= 2):
         assert process.poll() is None and time.monotonic() < deadline, (
@@ -468,7 +469,8 @@ def free_port():
 
 
 def run_two_workers(args, timeout):
-    """Runs the program as workers 0 and 1 of a cluster on 127.0.0.1; returns [(process, stdout, stderr)]."""
+    """Runs the program as workers 0 and 1 of a cluster on 127.0.0.1; returns
+    [(process, stdout, stderr)]."""
     cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
     workers = [
         subprocess.Popen(

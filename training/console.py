@@ -11,7 +11,6 @@ So a program (`python -m training.X` or `python -m serving.X`) also sends its st
 small filter process that drops the lines of those formats below the level and passes everything
 else on unchanged (Python warnings and tracebacks, progress bars, the programs' own messages).
 The filter is a separate process so that it still passes on the last lines of a crash.
-`python -m training.quietly MODULE` does the same for a program of the library (`make data`).
 
 A way back: `--verbose` on the command line (read from `sys.orig_argv` here, since some programs
 import TensorFlow before they parse their arguments) keeps every line; otherwise a
@@ -27,11 +26,13 @@ import sys
 LEVEL_VARIABLE = "TF_CPP_MIN_LOG_LEVEL"
 PROGRAM_PACKAGES = ("training", "serving")
 
-# Runs in the filter process (python -I -S -c): stdin is the program's stderr, stdout the real stderr.
+# Runs in the filter process (python -I -S -c): stdin is the program's stderr, stdout the real
+# stderr.
 # A line still without its end after 0.2 s (a progress bar redrawn with \r) is passed on as it is.
 _FILTER = r"""
 import os, re, select, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the program's to handle; its traceback still passes
+# Ctrl-C is the program's to handle; its traceback still passes
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 noise, pending, broken = re.compile(sys.argv[1].encode()), b"", False
 def write(data):
     global broken

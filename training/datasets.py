@@ -52,14 +52,16 @@ class Dataset:
             self.languages = ("en", "de") if source_language == "en" else ("de", "en")
             if target_language not in (None, self.languages[1]):
                 raise ValueError(
-                    f"the Ding corpus translates {self.languages[0]} into {self.languages[1]}, not {target_language!r}"
+                    f"the Ding corpus translates {self.languages[0]} into {self.languages[1]}, not "
+                    f"{target_language!r}"
                 )
             self.dataset_dir = ding.prepare(data_dir, include_phrases=phrases)
         elif kind == "tfds":
             self.languages = tfds_languages(argument, source_language, data_dir)
             if target_language not in (None, self.languages[1]):
                 raise ValueError(
-                    f"{argument!r} translates {self.languages[0]} into {self.languages[1]}, not {target_language!r}"
+                    f"{argument!r} translates {self.languages[0]} into {self.languages[1]}, not "
+                    f"{target_language!r}"
                 )
         else:
             self.root = pathlib.Path(argument)

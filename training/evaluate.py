@@ -1,4 +1,5 @@
-"""BLEU and chrF of a trained model, from a checkpoint or a SavedModel, on a dataset split or on files.
+"""BLEU and chrF of a trained model, from a checkpoint or a SavedModel, on a dataset split or on
+files.
 
     python -m training.evaluate --model runs/demo/model.keras --split test
     python -m training.evaluate --model exports/transformer --source de.txt --reference en.txt
@@ -9,88 +10,26 @@ the right stem); the signatures are printed, so that scores can be compared acro
 """
 
 import argparse
-import json
 import pathlib
 import sys
 
-import keras
-import sacrebleu
-
 from training.console import add_verbose_flag
-
-
-def progress_verbosity():
-    """Keras's progress bar on a terminal; in a log file only the final line."""
-    return 1 if sys.stdout.isatty() else 2
-
-
-def translate_all(translate, sentences, batch_size=64, verbose=0):
-    """Translations of `sentences` in their order, decoded in batches of similar length;
-    `translate(tf.string [B]) -> {"translation": [B], ...}` (a Translator's `translate`)."""
-    import tensorflow as tf
-
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    results = [None] * len(sentences)
-    progress = keras.utils.Progbar(len(sentences), verbose=verbose, unit_name="sentence")
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        out = translate(tf.constant([sentences[i] for i in chunk], tf.string))[
-            "translation"
-        ].numpy()
-        for i, text in zip(chunk, out):
-            results[i] = text.decode("utf-8")
-        progress.add(len(chunk))
-    return results
-
-
-def corpus_scores(hypotheses, references):
-    """sacrebleu's corpus BLEU (13a tokenization), chrF and chrF++ (word order 2) of detokenized
-    hypotheses against one reference each, with their signatures and BLEU's brevity penalty."""
-    metrics = {
-        "bleu": sacrebleu.metrics.BLEU(),
-        "chrf": sacrebleu.metrics.CHRF(),
-        "chrf++": sacrebleu.metrics.CHRF(word_order=2),
-    }
-    scores = {"sentences": len(hypotheses)}
-    for name, metric in metrics.items():
-        result = metric.corpus_score(hypotheses, [references])
-        scores[name] = result.score
-        scores[f"{name}_text"] = str(result)
-        scores[f"{name}_signature"] = str(metric.get_signature())
-        if name == "bleu":
-            scores["brevity_penalty"], scores["length_ratio"] = result.bp, result.ratio
-    return scores
-
-
-def score_report(hypotheses, references, output):
-    """`corpus_scores`; writes the hypotheses to `output` (one per line) and the scores to
-    `output` + ".scores.json"; returns the scores."""
-    scores = corpus_scores(hypotheses, references)
-    output = pathlib.Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text("".join(h.replace("\n", " ") + "\n" for h in hypotheses), encoding="utf-8")
-    output.with_name(output.name + ".scores.json").write_text(json.dumps(scores, indent=2))
-    return scores
-
-
-def print_scores(scores):
-    """The scores as sacrebleu prints them, each with its signature."""
-    for name in ("bleu", "chrf", "chrf++"):
-        print(f"{scores[name + '_text']}    ({scores[name + '_signature']})")
+from training.scoring import print_scores, progress_verbosity, score_report, translate_all
 
 
 def load_translate(model_path, tokenizer_path=None, beam_size=4, alpha=0.6):
     """A translate function for a .keras file (tokenizer.model beside it unless given), a
     step checkpoint of a run (.weights.npz), or a SavedModel (a version directory, or the base
-    directory whose highest version is taken; its decoding settings are those it was exported with)."""
+    directory whose highest version is taken; its decoding settings are those it was exported
+    with)."""
     import tensorflow as tf
 
     import keras_transformer as kt
-    from training import run
+    from training import run_dir
 
     model_path = pathlib.Path(model_path)
     if model_path.is_dir():
-        from serving.translate import latest_version
+        from serving.packaging import latest_version
 
         saved_model = latest_version(model_path)
         if not (saved_model / "saved_model.pb").is_file():
@@ -101,9 +40,9 @@ def load_translate(model_path, tokenizer_path=None, beam_size=4, alpha=0.6):
         return lambda sentences: signature(sentences=sentences), f"SavedModel {saved_model}"
     if not model_path.is_file():
         raise ValueError(f"{model_path}: no such file or directory")
-    model = run.load_model(model_path)
+    model = run_dir.load_model(model_path)
     tokenizer_path = (
-        pathlib.Path(tokenizer_path) if tokenizer_path else run.tokenizer_beside(model_path)
+        pathlib.Path(tokenizer_path) if tokenizer_path else run_dir.tokenizer_beside(model_path)
     )
     if not tokenizer_path.is_file():
         raise ValueError(f"tokenizer {tokenizer_path} does not exist; pass --tokenizer")

@@ -11,6 +11,8 @@ import pathlib
 import keras
 import tensorflow as tf
 
+from keras_transformer.compat import in_multi_worker_mode
+
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("auto", "off", "bf16", "fp16")
 POLICIES = {"off": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -71,8 +73,11 @@ def create_strategy(name, tpu=None, cpu_devices=1):
     if name == "multi_worker":
         if "TF_CONFIG" not in os.environ:
             raise ValueError(
-                "--strategy multi_worker reads the cluster from the TF_CONFIG environment variable, "
-                'e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]}, "task": {"type": "worker", "index": 0}}'
+                "--strategy multi_worker reads the cluster from the TF_CONFIG environment "
+                "variable, "
+                "e.g. "
+                '{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+                '"task": {"type": "worker", "index": 0}}'
             )
         return tf.distribute.MultiWorkerMirroredStrategy()
     return connect_tpu(tpu)
@@ -98,7 +103,7 @@ def workers_agree(strategy, ok):
     """Whether every worker passes ok=True: under several workers a collective sum that waits
     for all of them (a barrier; MultiWorkerMirroredStrategy's health check ends it when a worker
     dies); `ok` itself otherwise."""
-    if not strategy.extended._in_multi_worker_mode():
+    if not in_multi_worker_mode(strategy):
         return ok
     failures = strategy.experimental_distribute_values_from_function(
         lambda _: tf.constant(0.0 if ok else 1.0)

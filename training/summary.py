@@ -11,7 +11,7 @@ import json
 import pathlib
 import shlex
 
-from serving.translate import latest_version
+from serving.packaging import latest_version
 from training import checkpoints
 
 SCORES_FILE = "translations.test.txt.scores.json"
@@ -29,7 +29,8 @@ def summary(run_dir, export_dir):
     try:
         scores = json.loads(scores_file.read_text())
         lines += [
-            f"  test BLEU {scores['bleu']:.1f}, chrF {scores['chrf']:.1f}, chrF++ {scores['chrf++']:.1f} (sacrebleu)",
+            f"  test BLEU {scores['bleu']:.1f}, chrF {scores['chrf']:.1f}, chrF++ "
+            f"{scores['chrf++']:.1f} (sacrebleu)",
             f"    BLEU signature: {scores['bleu_signature']}",
             f"    chrF signature: {scores['chrf_signature']}",
         ]
@@ -81,9 +82,11 @@ def summary(run_dir, export_dir):
         "Next, from the repository root after `. .venv/bin/activate`:",
         f'  python -m serving.translate --model {quoted["export"]} "Wie spät ist es?"',
         f"  python -m training.evaluate --model {quoted['model']} --beam-size 1 "
-        f"--output {shlex.quote(str(run_dir / 'translations.test.greedy.txt'))}   # test scores with greedy search",
+        f"--output {shlex.quote(str(run_dir / 'translations.test.greedy.txt'))}   # test scores "
+        "with greedy search",
         f"  tensorboard --logdir {quoted['logs']}   # the training curves, at http://localhost:6006",
-        f"  make demo DEMO_MINUTES=30{demo}   # the run trains on from its backup, for up to 30 more minutes",
+        f"  make demo DEMO_MINUTES=30{demo}   # the run trains on from its backup, for up to 30 "
+        "more minutes",
     ]
     return lines
 
@@ -91,8 +94,8 @@ def summary(run_dir, export_dir):
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m training.summary",
-        description="Print a run's test BLEU and chrF, its training steps, where its model, export, "
-        "TensorBoard logs and test translations are, and commands to try next.",
+        description="Print a run's test BLEU and chrF, its training steps, where its model, "
+        "export, TensorBoard logs and test translations are, and commands to try next.",
     )
     parser.add_argument(
         "--run-dir", type=pathlib.Path, required=True, help="the run directory, e.g. runs/demo"
@@ -101,7 +104,9 @@ def main(argv=None):
         "--export-dir",
         type=pathlib.Path,
         required=True,
-        help="the SavedModel base directory, e.g. exports/transformer (its highest version is shown)",
+        help=(
+            "the SavedModel base directory, e.g. exports/transformer (its highest version is shown)"
+        ),
     )
     args = parser.parse_args(argv)
     if not args.run_dir.is_dir():

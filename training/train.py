@@ -5,7 +5,7 @@
 
 The same command run again continues a killed run from its backup. At the end the last K
 step checkpoints are averaged (§6.1), the average is scored on the test split with sacrebleu
-and exported as a SavedModel for TensorFlow Serving. See `training/run.py` for what the output
+and exported as a SavedModel for TensorFlow Serving. See `training/run_dir.py` for what the output
 directory holds.
 """
 
@@ -49,7 +49,10 @@ def build_parser():
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="override a TransformerConfig field, e.g. --set num_layers=4 --set dropout=0.3 (repeatable)",
+        help=(
+            "override a TransformerConfig field, e.g. --set num_layers=4 --set dropout=0.3 "
+            "(repeatable)"
+        ),
     )
     data = parser.add_argument_group("data")
     data.add_argument("--dataset", default="ding", help=SPEC_HELP)
@@ -69,7 +72,10 @@ def build_parser():
     data.add_argument(
         "--phrases",
         action="store_true",
-        help="Ding only: train on the dictionary's word and phrase pairs too, mixed with the sentence pairs",
+        help=(
+            "Ding only: train on the dictionary's word and phrase pairs too, mixed with the "
+            "sentence pairs"
+        ),
     )
     data.add_argument(
         "--sentence-repeats",
@@ -175,7 +181,10 @@ def build_parser():
         "--cpu-devices",
         type=int,
         default=1,
-        help="split the CPU into this many devices to mirror across (tries tf.distribute on one machine)",
+        help=(
+            "split the CPU into this many devices to mirror across (tries tf.distribute on one "
+            "machine)"
+        ),
     )
     hardware.add_argument(
         "--mixed-precision",
@@ -208,9 +217,10 @@ def parse_overrides(items):
 
 def vocab_size_of(args, out_dir):
     """The vocabulary size of the run's tokenizer file, of --tokenizer, or the one asked for; read
-    with sentencepiece alone, since TensorFlow must not start before --cpu-devices splits the CPU."""
+    with sentencepiece alone, since TensorFlow must not start before --cpu-devices splits the
+    CPU."""
     from keras_transformer.tokenizer import checked_processor
-    from training.run import TOKENIZER_FILE
+    from training.run_dir import TOKENIZER_FILE
 
     if args.tokenizer and not args.tokenizer.is_file():
         raise ValueError(f"--tokenizer {args.tokenizer}: no such file")
@@ -231,7 +241,8 @@ def prepare_tokenizer(args, dataset, out_dir, vocab_size, chief, strategy):
     split, written there by the chief; other workers wait for it at a barrier."""
     import keras_transformer as kt
     from training import runtime
-    from training.run import TOKENIZER_FILE, RunError, write_atomically
+    from training.files import write_atomically
+    from training.run_dir import TOKENIZER_FILE, RunError
 
     own = out_dir / TOKENIZER_FILE
     failure = None
@@ -244,7 +255,8 @@ def prepare_tokenizer(args, dataset, out_dir, vocab_size, chief, strategy):
                     write_atomically(own, kt.SubwordTokenizer.load(args.tokenizer).save)
                 else:
                     print(
-                        f"training a {vocab_size}-piece vocabulary on the training split of {dataset.spec}",
+                        f"training a {vocab_size}-piece vocabulary on the training split of "
+                        f"{dataset.spec}",
                         file=sys.stderr,
                     )
                     texts = [side for pair in dataset.pairs("train") for side in pair]
@@ -257,7 +269,8 @@ def prepare_tokenizer(args, dataset, out_dir, vocab_size, chief, strategy):
         raise failure or RunError(f"the chief could not write {own}; its output says why")
     if not own.is_file():
         raise RunError(
-            f"no {own} after the chief wrote it: is --output-dir on a file system that every worker shares?"
+            f"no {own} after the chief wrote it: is --output-dir on a file system that every "
+            "worker shares?"
         )
     return kt.SubwordTokenizer.load(own)
 
@@ -269,9 +282,10 @@ def setup(args):
     import keras
 
     import keras_transformer as kt
+    from keras_transformer.compat import in_multi_worker_mode
     from training import runtime
     from training.datasets import Dataset
-    from training.run import check_settings, save_settings
+    from training.run_dir import check_settings, save_settings
 
     overrides = parse_overrides(args.overrides)
     if args.keep_checkpoints < 1:
@@ -291,7 +305,7 @@ def setup(args):
     strategy = runtime.create_strategy(args.strategy, args.tpu, args.cpu_devices)
     policy = runtime.set_mixed_precision(args.mixed_precision, strategy)
     chief = runtime.is_chief()
-    if args.max_minutes and strategy.extended._in_multi_worker_mode():
+    if args.max_minutes and in_multi_worker_mode(strategy):
         raise ValueError(
             "--max-minutes cannot be used with several workers: they must stop at the same step"
         )
@@ -328,7 +342,8 @@ def setup(args):
         tokenizer.vocab_size != config.vocab_size
     ):  # a new run whose corpus gave fewer pieces than asked for
         print(
-            f"the vocabulary has {tokenizer.vocab_size} pieces ({config.vocab_size} were asked for)",
+            f"the vocabulary has {tokenizer.vocab_size} pieces "
+            f"({config.vocab_size} were asked for)",
             file=sys.stderr,
         )
         config = dataclasses.replace(config, vocab_size=tokenizer.vocab_size)
@@ -382,6 +397,8 @@ def plan_epochs(args, config, dataset, tokenizer):
 
 
 def build_callbacks(args, out_dir, tokenizer, dataset, chief, steps_per_epoch):
+    import keras
+
     from training import callbacks
 
     checkpoint_dir, backup_dir = out_dir / "checkpoints", out_dir / "backup"
@@ -389,9 +406,7 @@ def build_callbacks(args, out_dir, tokenizer, dataset, chief, steps_per_epoch):
         callbacks.StopOnNaN(
             checkpoint_dir, backup_dir
         ),  # first: nothing after it saves a NaN state
-        callbacks.Backup(
-            str(backup_dir), chief
-        ),  # before TensorBoard, which reads the restored step
+        callbacks.Backup(backup_dir, chief),
         callbacks.StepCheckpoints(
             checkpoint_dir, args.checkpoint_every or steps_per_epoch, args.keep_checkpoints, chief
         ),
@@ -405,10 +420,9 @@ def build_callbacks(args, out_dir, tokenizer, dataset, chief, steps_per_epoch):
                 )
             )
         listed.append(
-            callbacks.StepTensorBoard(
-                str(out_dir / "logs"), update_freq=max(1, min(100, steps_per_epoch // 10))
-            )
+            callbacks.StepSummaries(out_dir / "logs", every=max(1, min(100, steps_per_epoch // 10)))
         )
+        listed.append(keras.callbacks.TensorBoard(str(out_dir / "logs")))  # the epoch summaries
     if args.max_minutes:
         listed.append(callbacks.TimeLimit(args.max_minutes))
     return listed
@@ -417,8 +431,9 @@ def build_callbacks(args, out_dir, tokenizer, dataset, chief, steps_per_epoch):
 def finish(args, out_dir, config, tokenizer, dataset):
     """Averages the last checkpoints into model.keras, scores it on the test split, exports it."""
     import keras_transformer as kt
-    from training import checkpoints, evaluate
-    from training.run import write_atomically
+    from serving.packaging import export_for_serving
+    from training import checkpoints, scoring
+    from training.files import write_atomically
 
     paths = checkpoints.list_checkpoints(out_dir / "checkpoints")[-args.keep_checkpoints :]
     model = kt.build_transformer(config)
@@ -433,17 +448,18 @@ def finish(args, out_dir, config, tokenizer, dataset):
     translator = kt.Translator(model, tokenizer, args.beam_size, args.alpha)
     pairs = dataset.pairs(args.test_split)
     print(
-        f"translating the {len(pairs)} sentences of the {args.test_split} split (beam {args.beam_size}, alpha {args.alpha})"
+        f"translating the {len(pairs)} sentences of the {args.test_split} split (beam "
+        f"{args.beam_size}, alpha {args.alpha})"
     )
-    hypotheses = evaluate.translate_all(
-        translator.translate, [s for s, _ in pairs], verbose=evaluate.progress_verbosity()
+    hypotheses = scoring.translate_all(
+        translator.translate, [s for s, _ in pairs], verbose=scoring.progress_verbosity()
     )
     output = out_dir / f"translations.{args.test_split}.txt"
-    scores = evaluate.score_report(hypotheses, [t for _, t in pairs], output)
+    scores = scoring.score_report(hypotheses, [t for _, t in pairs], output)
     print(f"{args.test_split} scores:")
-    evaluate.print_scores(scores)
+    scoring.print_scores(scores)
     print(f"translations written to {output}, scores to {output}.scores.json")
-    version_dir = kt.export_saved_model(translator, args.export_dir or out_dir / "export")
+    version_dir = export_for_serving(translator, args.export_dir or out_dir / "export")
     print(f"SavedModel exported to {version_dir}")
     return {
         "bleu": scores["bleu"],
@@ -457,12 +473,13 @@ def train_model(args, config, strategy, policy, dataset, tokenizer, chief):
     """Trains with model.fit until --steps/--epochs or --max-minutes; the run's checkpoints,
     backup and logs go into --output-dir. Returns the step reached."""
     import keras_transformer as kt
-    from training import evaluate
     from training.callbacks import Backup, current_step
+    from training.scoring import progress_verbosity
 
     out_dir = args.output_dir
     print(
-        f"{type(strategy).__name__} with {strategy.num_replicas_in_sync} replica(s), dtype policy {policy}, "
+        f"{type(strategy).__name__} with {strategy.num_replicas_in_sync} replica(s), dtype policy "
+        f"{policy}, "
         f"XLA {'on' if args.jit_compile else 'off'}; run directory {out_dir}",
         file=sys.stderr,
     )
@@ -478,6 +495,12 @@ def train_model(args, config, strategy, policy, dataset, tokenizer, chief):
             metrics=[kt.MaskedAccuracy(name="accuracy")],
             jit_compile=args.jit_compile,
         )
+        initial_epoch = Backup.restore(model, out_dir / "backup")
+    if initial_epoch:
+        print(
+            f"resumed from the backup in {out_dir / 'backup'}: step {current_step(model)}, epoch "
+            f"{initial_epoch}"
+        )
     model.summary(print_fn=lambda line, **_: print(line, file=sys.stderr))
     callbacks = build_callbacks(args, out_dir, tokenizer, dataset, chief, steps_per_epoch)
     model.fit(
@@ -486,7 +509,8 @@ def train_model(args, config, strategy, policy, dataset, tokenizer, chief):
         steps_per_epoch=steps_per_epoch,
         callbacks=callbacks,
         shuffle=False,
-        verbose=evaluate.progress_verbosity(),
+        initial_epoch=initial_epoch,
+        verbose=progress_verbosity(),
     )
     step = current_step(model)
     print(f"training stopped at step {step}", file=sys.stderr)

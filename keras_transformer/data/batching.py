@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.tokenizer import BOS_ID, EOS_ID
+from keras_transformer.ids import BOS_ID, EOS_ID
 
 AUTOTUNE = tf.data.AUTOTUNE
 KEPT, EMPTY, TOO_LONG = 0, 1, 2
@@ -33,7 +33,8 @@ def tokenize_pairs(pairs, tokenizer, chunk_size=1024):
 
 
 def drop_reason(source_ids, target_ids, max_length):
-    """KEPT, EMPTY (a side has no tokens) or TOO_LONG (a side with its bos/eos exceeds max_length)."""
+    """KEPT, EMPTY (a side has no tokens) or TOO_LONG (a side with its bos/eos exceeds
+    max_length)."""
     source_length, target_length = tf.size(source_ids), tf.size(target_ids)
     empty = (source_length == 0) | (target_length == 0)
     too_long = tf.maximum(source_length, target_length) + 1 > max_length

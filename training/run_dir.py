@@ -4,20 +4,20 @@ run.json              the model config and data settings; a later command must m
 tokenizer.model       the shared subword vocabulary
 backup/               the exact training state (weights, optimizer, epoch) for resuming
 checkpoints/          step-NNNNNNN.weights.npz, the last K
-logs/                 TensorBoard: train/ (loss, accuracy, learning rate), validation/ (BLEU, chrF, text, attention)
+logs/                 TensorBoard: train/ (loss, accuracy, learning rate),
+                      validation/ (BLEU, chrF, text, attention)
 model.keras           the average of the last K checkpoints
 translations.test.txt and .scores.json (BLEU, chrF, chrF++), export/<version>/ (the SavedModel)
 """
 
 import json
-import os
 import pathlib
-import tempfile
 
 import keras
 
 import keras_transformer as kt
 from training import checkpoints
+from training.files import write_text_atomically
 
 SETTINGS_FILE = "run.json"
 TOKENIZER_FILE = "tokenizer.model"
@@ -40,7 +40,8 @@ def check_settings(out_dir, settings):
         ]
         if written:
             raise RunError(
-                f"{out_dir} holds {written[0].name}/ but no {SETTINGS_FILE}: it is not a run of this "
+                f"{out_dir} holds {written[0].name}/ but no {SETTINGS_FILE}: it is not a run of "
+                "this "
                 "program, or its settings are lost; choose another --output-dir"
             )
         return
@@ -72,28 +73,9 @@ def _compare(previous, current, prefix=""):
             yield f"{prefix}{key}", old, new
 
 
-def write_atomically(path, write):
-    """Calls write(temporary path with the same suffix) and renames the result to `path`."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, partial = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=path.parent)
-    os.close(handle)
-    try:
-        write(partial)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(partial, 0o666 & ~umask)  # mkstemp's 0600 would hide the file from other users
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
-    return path
-
-
 def save_settings(out_dir, settings):
-    return write_atomically(
-        pathlib.Path(out_dir) / SETTINGS_FILE,
-        lambda p: pathlib.Path(p).write_text(json.dumps(settings, indent=2)),
+    return write_text_atomically(
+        pathlib.Path(out_dir) / SETTINGS_FILE, json.dumps(settings, indent=2)
     )
 
 
@@ -120,19 +102,22 @@ def build_model(out_dir):
 
 
 def load_model(path):
-    """A .keras model, or a run's step checkpoint (.weights.npz) in the model its run.json describes."""
+    """A .keras model, or a run's step checkpoint (.weights.npz) in the model its run.json
+    describes."""
     path = pathlib.Path(path)
     if path.name.endswith(".weights.npz"):
         run_dir = run_dir_of(path)
         if run_dir is None:
             raise ValueError(
-                f"{path} is a step checkpoint, but no {SETTINGS_FILE} was found above it to build its model"
+                f"{path} is a step checkpoint, but no {SETTINGS_FILE} was found above it to build "
+                "its model"
             )
         model = build_model(run_dir)
         checkpoints.load_checkpoint(model, path)
         return model
     if path.suffix != ".keras":
         raise ValueError(
-            f"{path}: expected a .keras model, a step checkpoint (.weights.npz) or a SavedModel directory"
+            f"{path}: expected a .keras model, a step checkpoint (.weights.npz) or a SavedModel "
+            "directory"
         )
     return keras.models.load_model(path)
