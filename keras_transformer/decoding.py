@@ -71,9 +71,10 @@ def model_step_function(model, memory, source_mask, max_length):
     return step, state
 
 
-def _prepare(model, source_ids, max_length, extra_length):
-    """int32 source ids, the batch size, the loop length L and each sentence's own bound
-    min(source length + extra_length, L)."""
+def _prepare(model, source_ids, max_length, extra_length, min_length=0):
+    """int32 source ids, the batch size, the loop length L, each sentence's own bound
+    min(source length + extra_length, L), and each sentence's least length before eos:
+    `min_length`, or 0 for an empty source (eos alone)."""
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)
     if max_length is None:
@@ -81,13 +82,20 @@ def _prepare(model, source_ids, max_length, extra_length):
     else:  # a Python int keeps the buffers' shapes static
         max_length = min(max_length, model.config.max_length)
     limits = tf.minimum(source_lengths + extra_length, max_length)
-    return source_ids, _batch_size(source_ids), max_length, limits
+    min_lengths = tf.where(source_lengths > 1, min_length, 0)
+    return source_ids, _batch_size(source_ids), max_length, limits, min_lengths
 
 
-def _without_pad_and_bos(log_probs):
-    """log_probs [..., V] with pad and bos, never valid outputs, made impossible."""
-    never = tf.one_hot([PAD_ID, BOS_ID], tf.shape(log_probs)[-1], on_value=NEG_INF, off_value=0.0)
-    return log_probs + tf.reduce_sum(never, axis=0)
+def _allowed(log_probs, t, min_lengths=None):
+    """log_probs [N, V] with pad and bos, never valid outputs, made impossible, and eos too in
+    the rows whose output may not end at step t (t < min_lengths [N])."""
+    vocab_size = tf.shape(log_probs)[-1]
+    never = tf.one_hot([PAD_ID, BOS_ID], vocab_size, on_value=NEG_INF, off_value=0.0)
+    log_probs = log_probs + tf.reduce_sum(never, axis=0)
+    if min_lengths is None:
+        return log_probs
+    too_early = tf.cast(t < min_lengths, log_probs.dtype)[:, None]
+    return log_probs + too_early * tf.one_hot(EOS_ID, vocab_size, on_value=NEG_INF, off_value=0.0)
 
 
 def _batch_size(source_ids):
@@ -114,12 +122,13 @@ class GreedyState(typing.NamedTuple):
     cache: list
 
 
-def greedy_decode(step, state, batch_size, limits, max_length):
-    """Greedy search over `step`: ids [B, L] (0 after eos) and summed log-probabilities [B]."""
+def greedy_decode(step, state, batch_size, limits, max_length, min_lengths=None):
+    """Greedy search over `step`: ids [B, L] (0 after eos) and summed log-probabilities [B].
+    Sentence b ends at eos, which is not chosen before step min_lengths[b], or at limits[b]."""
 
     def body(s):
         log_probs, cache = step(s.last, s.cache, s.step)
-        log_probs = _without_pad_and_bos(log_probs)
+        log_probs = _allowed(log_probs, s.step, min_lengths)
         next_token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
         gained = tf.gather(log_probs, next_token, batch_dims=1)
         next_token = tf.where(s.finished, PAD_ID, next_token)
@@ -235,22 +244,24 @@ def _search_ended(done, alive_log_probs, finished_scores, limits, alpha, beam_si
     )
 
 
-def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha):
+def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha, min_lengths=None):
     """Beam search over `step` (§6.1): GNMT length penalty, early termination.
 
     `state` holds tensors whose leading dimension is batch_size * beam_size (the beams of one
     sentence adjacent). Each step ranks the 2K best extensions of the K alive hypotheses
     (`_extend`); those ending in eos (or at the sentence's bound) join the finished ones
     (`_keep_finished`), the K best others stay alive (`_keep_alive`), and a sentence's search
-    ends early when nothing alive can win (`_search_ended`). Beam size 1 is greedy search.
+    ends early when nothing alive can win (`_search_ended`). No hypothesis of sentence b ends
+    in eos before step min_lengths[b]. Beam size 1 is greedy search.
     Returns the n-best ids [B, K, L] (0 after eos) and their scores [B, K], best first.
     """
     k = beam_size
     first_rows = tf.range(batch_size)[:, None] * k
+    row_min_lengths = None if min_lengths is None else tf.repeat(min_lengths, k)
 
     def body(s):
         log_probs, cache = step(tf.reshape(s.last, [-1]), s.cache, s.step)
-        log_probs = tf.reshape(_without_pad_and_bos(log_probs), [batch_size, k, -1])
+        log_probs = tf.reshape(_allowed(log_probs, s.step, row_min_lengths), [batch_size, k, -1])
         extensions = _extend(s, log_probs, limits, k)
         finished_tokens, finished_scores = _keep_finished(s, extensions, alpha, k)
         alive_tokens, alive_log_probs, last, cache = _keep_alive(extensions, cache, first_rows, k)
@@ -285,16 +296,16 @@ def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha):
     return end.finished_tokens, end.finished_scores
 
 
-def _greedy(model, source_ids, max_length, extra_length, use_cache):
-    source_ids, batch_size, max_length, limits = _prepare(
-        model, source_ids, max_length, extra_length
+def _greedy(model, source_ids, max_length, extra_length, use_cache, min_length):
+    source_ids, batch_size, max_length, limits, min_lengths = _prepare(
+        model, source_ids, max_length, extra_length, min_length
     )
     if use_cache:
         memory, source_mask = encode(model, source_ids)
         step, state = model_step_function(model, memory, source_mask, max_length)
     else:
         step, state = _recomputing_step(model, source_ids, batch_size, max_length)
-    return greedy_decode(step, state, batch_size, limits, max_length)
+    return greedy_decode(step, state, batch_size, limits, max_length, min_lengths)
 
 
 def _recomputing_step(model, source_ids, batch_size, max_length):
@@ -309,15 +320,15 @@ def _recomputing_step(model, source_ids, batch_size, max_length):
     return step, tf.zeros([batch_size, max_length], tf.int32)
 
 
-def beam_ids(model, source_ids, beam_size, alpha, max_length, extra_length):
+def beam_ids(model, source_ids, beam_size, alpha, max_length, extra_length, min_length=1):
     """beam_search without its own tf.function, for use inside another (the Translator)."""
-    source_ids, batch_size, max_length, limits = _prepare(
-        model, source_ids, max_length, extra_length
+    source_ids, batch_size, max_length, limits, min_lengths = _prepare(
+        model, source_ids, max_length, extra_length, min_length
     )
     memory, source_mask = encode(model, source_ids)
     tiled = [tf.repeat(x, beam_size, axis=0) for x in (memory, source_mask)]
     step, state = model_step_function(model, *tiled, max_length)
-    return beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha)
+    return beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha, min_lengths)
 
 
 def _compiled(model, function, jit_compile, **settings):
@@ -336,28 +347,56 @@ def _compiled(model, function, jit_compile, **settings):
 
 
 def greedy_search(
-    model, source_ids, max_length=None, extra_length=50, use_cache=True, jit_compile=False
+    model,
+    source_ids,
+    max_length=None,
+    extra_length=50,
+    use_cache=True,
+    jit_compile=False,
+    min_length=1,
 ):
     """Greedy decoding of int32 source ids [B, S] (ending with eos, 0 = padding).
 
     Returns ids [B, L] int32 (no bos; eos then 0 after it). Each sentence is bounded by its
     source length + `extra_length` and by `max_length` (default: S + extra_length; pass a
-    Python int for a static, XLA-compilable loop), never beyond `config.max_length`.
-    `use_cache=False` recomputes the whole prefix each step (the official tutorial's method).
+    Python int for a static, XLA-compilable loop), never beyond `config.max_length`. A
+    non-empty source gets at least `min_length` tokens before eos (default 1: never an empty
+    translation; 0 allows one). `use_cache=False` recomputes the whole prefix each step (the
+    official tutorial's method).
     """
-    decode = _compiled(model, _greedy, jit_compile, extra_length=extra_length, use_cache=use_cache)
+    decode = _compiled(
+        model,
+        _greedy,
+        jit_compile,
+        extra_length=extra_length,
+        use_cache=use_cache,
+        min_length=min_length,
+    )
     return decode(source_ids, max_length=max_length)[0]
 
 
 def beam_search(
-    model, source_ids, beam_size=4, alpha=0.6, max_length=None, extra_length=50, jit_compile=False
+    model,
+    source_ids,
+    beam_size=4,
+    alpha=0.6,
+    max_length=None,
+    extra_length=50,
+    jit_compile=False,
+    min_length=1,
 ):
     """Beam search of §6.1 (beam 4, alpha 0.6) on int32 source ids [B, S].
 
     Returns ids [B, beam_size, L] int32 and scores [B, beam_size] float32 (log-probability
-    over the GNMT length penalty), best first. Bounds as for `greedy_search`.
+    over the GNMT length penalty), best first. Bounds and `min_length` as for `greedy_search`.
     """
     decode = _compiled(
-        model, beam_ids, jit_compile, beam_size=beam_size, alpha=alpha, extra_length=extra_length
+        model,
+        beam_ids,
+        jit_compile,
+        beam_size=beam_size,
+        alpha=alpha,
+        extra_length=extra_length,
+        min_length=min_length,
     )
     return decode(source_ids, max_length=max_length)

@@ -21,7 +21,8 @@ class Translator(tf.Module):
 
     Source sentences longer than `max_source_length` subword tokens (default: the model's
     `config.max_length`, eos included) are truncated to it; each translation is at most
-    source length + `extra_length` tokens (§6.1). `beam_size=1` is greedy search.
+    source length + `extra_length` tokens (§6.1), and, for a non-empty source, at least
+    `min_length` (default 1: never empty). `beam_size=1` is greedy search.
     """
 
     def __init__(
@@ -32,6 +33,7 @@ class Translator(tf.Module):
         alpha=0.6,
         extra_length=50,
         max_source_length=None,
+        min_length=1,
         name="translator",
     ):
         super().__init__(name=name)
@@ -56,6 +58,7 @@ class Translator(tf.Module):
         self.alpha = alpha
         self.extra_length = extra_length
         self.max_source_length = max_source_length
+        self.min_length = min_length
         self.translate = tf.function(
             self._translate, input_signature=[tf.TensorSpec([None], tf.string, name="sentences")]
         )
@@ -86,6 +89,7 @@ class Translator(tf.Module):
             self.alpha,
             max_length=None,
             extra_length=self.extra_length,
+            min_length=self.min_length,
         )
         tokens = ids[:, 0]
         return {

@@ -171,3 +171,35 @@ def test_decoding_compiles_with_xla(number_translator):
     expected_ids, expected_scores = kt.beam_search(model, source, max_length=16)
     np.testing.assert_array_equal(ids[:, 0], expected_ids[:, 0])
     np.testing.assert_allclose(scores, expected_scores, atol=1e-4)
+
+
+def test_a_non_empty_source_never_gets_an_empty_translation():
+    """eos is the likeliest first token of both sentences; sentence 0 (a real source, min
+    length 1) must emit something first, sentence 1 (an empty source, min length 0) may end."""
+    table = np.zeros((6, 6, 6))
+    table[:, :, EOS] = 3.0
+    min_lengths, limits = tf.constant([1, 0]), tf.constant([6, 6])
+    tokens, _ = greedy_decode(markov_step(table), [], 2, limits, 6, min_lengths)
+    assert [len(strip(row)) for row in tokens.numpy()] == [2, 1]  # one token then eos; eos
+    ids, scores = beam_decode(markov_step(table), [], 2, limits, 6, 3, 0.6, min_lengths)
+    assert [len(strip(row)) for row in ids.numpy()[:, 0]] == [2, 1]
+    assert np.isfinite(scores.numpy()[:, 0]).all()
+    # Through the public functions, with a model whose every output is eos: the last decoder
+    # layer's norm gives the constant beta (gamma 0), and eos's embedding points along it.
+    model = kt.build_transformer(kt.TransformerConfig.preset("tiny", vocab_size=40))
+    norm = model.decoder.layers[-1].feed_forward_norm
+    beta = np.random.default_rng(0).normal(size=norm.beta.shape).astype("float32")
+    norm.gamma.assign(np.zeros_like(beta))
+    norm.beta.assign(beta)
+    embeddings = model.embedding.target_embeddings.numpy()
+    embeddings[EOS] = 10 * beta / np.linalg.norm(beta)
+    model.embedding.target_embeddings.assign(embeddings)
+    source = np.array([[5, 6, EOS], [EOS, 0, 0]], "int32")  # a sentence, and the empty one
+
+    def beam(model, source, **settings):
+        return kt.beam_search(model, source, **settings)[0][:, 0]
+
+    for search in (kt.greedy_search, beam):
+        assert [len(strip(row)) for row in search(model, source, max_length=6).numpy()] == [2, 1]
+        empty = search(model, source, max_length=6, min_length=0).numpy()
+        assert [len(strip(row)) for row in empty] == [1, 1]
