@@ -12,6 +12,7 @@ the quartiles of the per-repetition ratios, to show how steady the machine was.
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import pathlib
@@ -85,11 +86,9 @@ def training_throughput(config, batch, length, repeats, rate, jit_compile):
 
     import keras_transformer as kt
     from benchmarks.peer import KerasHubTransformer
+    from benchmarks.probes import training_batch
 
-    rng = np.random.default_rng(0)
-    source = rng.integers(4, config.vocab_size, (batch, length)).astype("int32")
-    target = rng.integers(4, config.vocab_size, (batch, length + 1)).astype("int32")
-    inputs, labels = {"source": source, "target": target[:, :-1]}, target[:, 1:]
+    inputs, labels = training_batch(config, batch, length)
 
     ours = kt.build_transformer(config)
     ours.compile(
@@ -123,6 +122,35 @@ def training_throughput(config, batch, length, repeats, rate, jit_compile):
         )
     rows["keras-transformer"]["speed_over_peer"] = np.percentile(ratios, [25, 50, 75]).tolist()
     return rows
+
+
+def backend_throughput(config, batch, length, repeats, rounds):
+    """Target tokens per second of our training step under the JAX backend (XLA) and the
+    TensorFlow backend (no XLA, as above), each in `rounds` fresh processes taken in turn; None
+    without JAX."""
+    if importlib.util.find_spec("jax") is None:
+        return None
+    times = {"tensorflow": [], "jax": []}
+    arguments = [json.dumps(config.to_dict()), str(batch), str(length), str(repeats)]
+    for _ in range(rounds):
+        for backend, seconds in times.items():
+            out = subprocess.run(
+                [sys.executable, "-m", "benchmarks.probes", "training-step", *arguments],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**GPU_MEMORY_GROWTH, "KERAS_BACKEND": backend},
+                cwd=ROOT,
+            ).stdout
+            seconds += json.loads(out.strip().splitlines()[-1])
+    medians = {backend: float(np.median(seconds)) for backend, seconds in times.items()}
+    return {
+        backend: dict(
+            tokens_per_second=batch * length / median,
+            speed_over_tensorflow=medians["tensorflow"] / median,
+        )
+        for backend, median in medians.items()
+    }
 
 
 def decoding_speed(config, batch, length, repeats):
@@ -294,6 +322,21 @@ def report(results):
         "the peer is the median of the per-repetition ratios of step times (with their quartiles), "
         "which can differ from the ratio of the median throughputs.",
     ]
+    lines += ["", "## Keras backends (training step of our model, fresh processes in turn)", ""]
+    if results["backends"] is None:
+        lines.append("JAX is not installed: `pip install jax` to measure the JAX backend.")
+    else:
+        lines += [
+            "| preset | batch x length | backend | target tokens/s | speed over TensorFlow |",
+            "| --- | --- | --- | ---: | ---: |",
+        ]
+        for setting in results["backends"]:
+            for backend, row in setting["rows"].items():
+                compiler = "XLA" if backend == "jax" else "tf.function, no XLA"
+                lines.append(
+                    f"| {setting['preset']} | {setting['shape']} | {backend} ({compiler}) | "
+                    f"{row['tokens_per_second']:,.0f} | {row['speed_over_tensorflow']:.2f} |"
+                )
     lines += [
         "",
         f"## Decoding ({results['decoding_preset']} preset, random weights, source length 20, "
@@ -423,7 +466,7 @@ def main(argv=None):
     )
     progress = keras.utils.Progbar(
         6, unit_name="part"
-    )  # matmul, training, decoding, SavedModel, padding, memory
+    )  # matmul, training and backends, decoding, SavedModel, padding, memory
     sizes = (256, 512) if args.quick else (2048, 4096, 8192) if gpus else (512, 1024, 2048, 4096)
     results["matmul_flops"] = matmul_rate(max(repeats, 5), sizes, results["matmul_dtype"])
     progress.update(1)
@@ -439,6 +482,24 @@ def main(argv=None):
         for preset, batch, length in presets
         for jit_compile in xla
     ]
+    rounds = 1 if args.quick else 2
+    backends = [
+        (
+            preset,
+            batch,
+            length,
+            backend_throughput(config_of(preset), batch, length, repeats, rounds),
+        )
+        for preset, batch, length in presets
+    ]
+    results["backends"] = (
+        None
+        if backends[0][3] is None
+        else [
+            dict(preset=preset, shape=f"{batch} x {length}", rows=rows)
+            for preset, batch, length, rows in backends
+        ]
+    )
     progress.update(2)
     length = 8 if args.quick else 64
     results.update(decoding_preset=presets[0][0], decoding_length=length)

@@ -7,6 +7,9 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
     saved-model DIRECTORY REPEATS
         {"1": [seconds per call at batch 1], "32": [...]} of the SavedModel's `translate`,
         loaded with tensorflow and tensorflow_text only
+    training-step CONFIG_JSON BATCH LENGTH REPEATS
+        [seconds of each training step after 2 warm-up steps] under the Keras backend of
+        KERAS_BACKEND (compiled: XLA under JAX, a tf.function without XLA under TensorFlow)
 """
 
 import json
@@ -20,6 +23,38 @@ def peak_kib():
     include the parent's pages)."""
     with open("/proc/self/status") as status:
         return int(re.search(r"VmHWM:\s+(\d+) kB", status.read()).group(1))
+
+
+def training_batch(config, batch, length):
+    """Random (inputs, labels) of one training step: `batch` pairs of `length` tokens a side."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    source = rng.integers(4, config.vocab_size, (batch, length)).astype("int32")
+    target = rng.integers(4, config.vocab_size, (batch, length + 1)).astype("int32")
+    return {"source": source, "target": target[:, :-1]}, target[:, 1:]
+
+
+def training_step(config_json, batch, length, repeats):
+    import keras
+
+    import keras_transformer as kt
+
+    config = kt.TransformerConfig.from_dict(json.loads(config_json))
+    inputs, labels = training_batch(config, int(batch), int(length))
+    model = kt.build_transformer(config)
+    model.compile(
+        optimizer=kt.create_optimizer(config),
+        loss=kt.LabelSmoothedCrossEntropy(),
+        jit_compile=keras.backend.backend() == "jax",
+    )
+    times = []
+    for step in range(2 + int(repeats)):
+        start = time.perf_counter()
+        model.train_on_batch(inputs, labels)
+        if step >= 2:
+            times.append(time.perf_counter() - start)
+    return times
 
 
 def peak_memory(config_json, batch, length, what, policy):
@@ -76,7 +111,7 @@ def saved_model(directory, repeats):
     return answers
 
 
-PROBES = {"peak-memory": peak_memory, "saved-model": saved_model}
+PROBES = {"peak-memory": peak_memory, "saved-model": saved_model, "training-step": training_step}
 
 if __name__ == "__main__":
     print(json.dumps(PROBES[sys.argv[1]](*sys.argv[2:])))

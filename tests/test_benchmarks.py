@@ -14,6 +14,7 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
     text = output.read_text()
     for heading in (
         "## Training step",
+        "## Keras backends",
         "## Decoding",
         "## Exported SavedModel",
         "## Padding efficiency",
@@ -27,6 +28,10 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
         assert row["tokens_per_second"] > 0 and 0 < row["mfu"] < 1
     low, median, high = training["rows"]["keras-transformer"]["speed_over_peer"]
     assert 0 < low <= median <= high
+    (backends,) = results["backends"]  # jax is in the dev extras
+    assert set(backends["rows"]) == {"tensorflow", "jax"}
+    assert backends["rows"]["tensorflow"]["speed_over_tensorflow"] == 1.0
+    assert all(row["tokens_per_second"] > 0 for row in backends["rows"].values())
     assert set(results["decoding"][0]["rows"]) == {
         "greedy, cached",
         "greedy, full recomputation",

@@ -210,6 +210,49 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
         (["--sentence-repeats", "0"], "--sentence-repeats must be at least 1"),
     ],
 )
+def test_trained_under_jax_then_evaluated_and_exported_by_tensorflow(number_data, tmp_path):
+    """The README's recipe: train under KERAS_BACKEND=jax, then score and export model.keras
+    with the TensorFlow programs."""
+    out, export = tmp_path / "run", tmp_path / "export"
+    steps = ["--steps", "40", "--steps-per-epoch", "20", "--checkpoint-every", "10"]
+    trained = run_program(tiny_run(number_data, out, *steps), env={"KERAS_BACKEND": "jax"})
+    assert "Keras backend jax" in trained.stderr and "XLA on" in trained.stderr
+    assert "--bleu-sentences: translating needs the TensorFlow backend" in trained.stderr
+    assert f"python -m serving.export --model {out / 'model.keras'}" in trained.stdout
+    assert not (out / "export").exists()
+    assert [step for step, _ in summaries(out / "logs" / "train")["batch_loss"][1]][-1] == 40
+    losses = [
+        value for _, value in scalar_values(summaries(out / "logs" / "train")["epoch_loss"][1])
+    ]
+    assert losses[-1] < losses[0]
+
+    tensorflow = {**os.environ, "KERAS_BACKEND": "tensorflow"}
+    for program in (
+        [
+            "training.evaluate",
+            "--model",
+            str(out / "model.keras"),
+            "--dataset",
+            f"tsv:{number_data}",
+            "--beam-size",
+            "1",
+        ],
+        ["serving.export", "--model", str(out / "model.keras"), "--out", str(export)],
+        ["serving.translate", "--model", str(export), "eins zwei drei"],
+    ):
+        completed = subprocess.run(
+            [sys.executable, "-m", *program],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=tensorflow,
+        )
+        assert completed.returncode == 0, completed.stderr[-3000:]
+    assert (export / "1" / "saved_model.pb").is_file()
+    assert len(completed.stdout.splitlines()) == 1  # one translation for one sentence
+
+
 def test_bad_input_is_refused_before_anything_is_written(
     number_data, tmp_path, capsys, monkeypatch, extra, message
 ):

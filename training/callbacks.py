@@ -151,8 +151,9 @@ class StepSummaries(keras.callbacks.Callback):
             return
         with self.writer.as_default(step=step):
             for name, value in (logs or {}).items():
-                tf.summary.scalar(f"batch_{name}", value)
-            tf.summary.scalar("batch_learning_rate", self.model.optimizer.learning_rate)
+                tf.summary.scalar(f"batch_{name}", keras.ops.convert_to_numpy(value))
+            learning_rate = keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
+            tf.summary.scalar("batch_learning_rate", learning_rate)
 
     def on_train_end(self, logs=None):
         self.writer.flush()

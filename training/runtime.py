@@ -58,6 +58,14 @@ def create_strategy(name, tpu=None, cpu_devices=1):
     """
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+    if keras.backend.backend() != "tensorflow":
+        if name not in ("auto", "default") or cpu_devices > 1:
+            raise ValueError(
+                f"--strategy {name} (and --cpu-devices) distribute with tf.distribute, which "
+                f"needs KERAS_BACKEND=tensorflow; under {keras.backend.backend()} the run uses "
+                "one device"
+            )
+        return tf.distribute.get_strategy()  # its scope changes nothing under other backends
     devices = split_cpu(cpu_devices) if cpu_devices > 1 else None
     if name == "auto":
         if tpu or tpu_present():

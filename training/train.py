@@ -192,7 +192,9 @@ def build_parser():
         help="auto (bf16 on TPUs and Ampere+ GPUs), off, bf16 or fp16 (with loss scaling)",
     )
     hardware.add_argument(
-        "--jit-compile", action="store_true", help="compile the training step with XLA"
+        "--jit-compile",
+        action="store_true",
+        help="compile the training step with XLA (always, under KERAS_BACKEND=jax)",
     )
     parser.add_argument(
         "--output-dir", type=pathlib.Path, required=True, help="the run directory, e.g. runs/demo"
@@ -396,6 +398,14 @@ def plan_epochs(args, config, dataset, tokenizer):
     return epochs, steps_per_epoch
 
 
+def on_tensorflow():
+    """Whether Keras runs on TensorFlow, which decoding (validation BLEU, the test
+    translations) and the export need; other backends train and write model.keras."""
+    import keras
+
+    return keras.backend.backend() == "tensorflow"
+
+
 def build_callbacks(args, out_dir, tokenizer, dataset, chief, steps_per_epoch):
     import keras
 
@@ -412,7 +422,13 @@ def build_callbacks(args, out_dir, tokenizer, dataset, chief, steps_per_epoch):
         ),
     ]
     if chief:
-        if args.bleu_sentences:
+        if args.bleu_sentences and not on_tensorflow():
+            print(
+                f"--bleu-sentences: translating needs the TensorFlow backend; under "
+                f"{keras.backend.backend()} training is followed by the validation loss only",
+                file=sys.stderr,
+            )
+        elif args.bleu_sentences:
             pairs = dataset.pairs(args.validation_split)[: args.bleu_sentences]
             listed.append(
                 callbacks.TranslationMonitor(
@@ -445,6 +461,14 @@ def finish(args, out_dir, config, tokenizer, dataset):
     steps = ", ".join(str(checkpoints.step_of(p)) for p in paths)
     model_path = write_atomically(out_dir / "model.keras", model.save)
     print(f"averaged the checkpoints of steps {steps} into {model_path}")
+    if not on_tensorflow():  # decoding and export run on TensorFlow, from the .keras file
+        print(
+            "translating and exporting need the TensorFlow backend: next,\n"
+            f"  python -m training.evaluate --model {model_path} --split {args.test_split}\n"
+            f"  python -m serving.export --model {model_path} --export-dir "
+            f"{args.export_dir or out_dir / 'export'}"
+        )
+        return {"model": str(model_path)}
     translator = kt.Translator(model, tokenizer, args.beam_size, args.alpha)
     pairs = dataset.pairs(args.test_split)
     print(
@@ -472,15 +496,18 @@ def finish(args, out_dir, config, tokenizer, dataset):
 def train_model(args, config, strategy, policy, dataset, tokenizer, chief):
     """Trains with model.fit until --steps/--epochs or --max-minutes; the run's checkpoints,
     backup and logs go into --output-dir. Returns the step reached."""
+    import keras
+
     import keras_transformer as kt
     from training.callbacks import Backup, current_step
     from training.scoring import progress_verbosity
 
     out_dir = args.output_dir
+    jit_compile = args.jit_compile or keras.backend.backend() == "jax"  # else eager under JAX
     print(
-        f"{type(strategy).__name__} with {strategy.num_replicas_in_sync} replica(s), dtype policy "
-        f"{policy}, "
-        f"XLA {'on' if args.jit_compile else 'off'}; run directory {out_dir}",
+        f"Keras backend {keras.backend.backend()}, {type(strategy).__name__} with "
+        f"{strategy.num_replicas_in_sync} replica(s), dtype policy {policy}, "
+        f"XLA {'on' if jit_compile else 'off'}; run directory {out_dir}",
         file=sys.stderr,
     )
     epochs, steps_per_epoch = plan_epochs(args, config, dataset, tokenizer)
@@ -493,7 +520,7 @@ def train_model(args, config, strategy, policy, dataset, tokenizer, chief):
             optimizer=kt.create_optimizer(config),
             loss=kt.LabelSmoothedCrossEntropy(config.label_smoothing),
             metrics=[kt.MaskedAccuracy(name="accuracy")],
-            jit_compile=args.jit_compile,
+            jit_compile=jit_compile,
         )
         initial_epoch = Backup.restore(model, out_dir / "backup")
     if initial_epoch:
