@@ -1,12 +1,13 @@
 """A child process for tests/test_backends.py: trains, saves or loads the tiny model under the
 Keras backend named by KERAS_BACKEND and writes the logits of fixed inputs.
 
-    python tests/backend_child.py train MODEL.keras VOCAB_SIZE [--block-tensorflow]
+    python tests/backend_child.py train MODEL.keras VOCAB_SIZE EPOCHS [--block-tensorflow]
     python tests/backend_child.py load MODEL.keras [--block-tensorflow]
 
-Writes MODEL.keras.<command>.<backend>.npz: the inputs, the logits, (train) the epoch losses,
-whether tensorflow was imported, and with --block-tensorflow (every import of tensorflow or
-tensorflow_text fails, as on a machine without them) the errors of the TensorFlow-only names.
+Writes MODEL.keras.<command>.<backend>.npz: the inputs, the logits, the weights (weight_0, ...),
+(train) the epoch losses (EPOCHS 0: the model as initialised), whether tensorflow was imported,
+and with --block-tensorflow (every import of tensorflow or tensorflow_text fails, as on a
+machine without them) the errors of the TensorFlow-only names.
 """
 
 import importlib.abc
@@ -22,13 +23,13 @@ class BlockTensorFlow(importlib.abc.MetaPathFinder):
 
 
 def fixed_inputs(vocab_size):
-    """A copy task's batch with padding on both sides: target = bos + source."""
+    """A copy task over 12 token ids with padding on both sides: target = bos + source."""
     import numpy as np
 
     rng = np.random.default_rng(7)
-    source = rng.integers(4, vocab_size, (32, 8)).astype("int32")
+    source = rng.integers(4, min(vocab_size, 16), (512, 8)).astype("int32")
     source[::3, 5:] = 0
-    target = np.concatenate([np.full((32, 1), 2, "int32"), source[:, :-1]], axis=1)
+    target = np.concatenate([np.full((len(source), 1), 2, "int32"), source[:, :-1]], axis=1)
     labels = source.copy()
     return {"source": source, "target": target}, labels
 
@@ -44,13 +45,15 @@ def main(command, path, *rest):
     if command == "train":
         keras.utils.set_random_seed(0)
         config = kt.TransformerConfig.preset(
-            "tiny", vocab_size=int(rest[0]), dropout=0.0, warmup_steps=10
+            "tiny", vocab_size=int(rest[0]), dropout=0.0, warmup_steps=100
         )
         model = kt.build_transformer(config)
         model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
         inputs, labels = fixed_inputs(config.vocab_size)
-        history = model.fit(inputs, labels, batch_size=8, epochs=8, shuffle=False, verbose=0)
-        losses = history.history["loss"]
+        history = model.fit(
+            inputs, labels, batch_size=32, epochs=int(rest[1]), shuffle=False, verbose=0
+        )
+        losses = history.history.get("loss", [])
         model.save(path)
     else:
         model = keras.saving.load_model(path)
@@ -72,6 +75,7 @@ def main(command, path, *rest):
         losses=np.array(losses),
         tensorflow_imported=tensorflow_imported,
         refusals=np.array(refusals, dtype=str),
+        **{f"weight_{i}": keras.ops.convert_to_numpy(w) for i, w in enumerate(model.weights)},
     )
 
 

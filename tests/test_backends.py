@@ -43,10 +43,11 @@ def run_child(backend, *args):
 
 @pytest.mark.parametrize("backend", ["jax", TORCH])
 def test_the_model_trains_without_tensorflow(backend, tmp_path):
-    trained = run_child(backend, "train", tmp_path / "model.keras", 64, "--block-tensorflow")
+    trained = run_child(backend, "train", tmp_path / "model.keras", 64, 8, "--block-tensorflow")
     assert not trained["tensorflow_imported"]
     losses = trained["losses"]
-    assert losses[-1] < 0.7 * losses[0], losses  # the copy task is being learned
+    # Below the entropy of the 12 copied ids: the model copies, it does not just count them.
+    assert losses[-1] < np.log(12) < losses[0], losses
     assert (tmp_path / "model.keras").is_file()
     refusals = trained["refusals"].tolist()
     assert len(refusals) == len(kt.TENSORFLOW_ONLY)
@@ -54,30 +55,44 @@ def test_the_model_trains_without_tensorflow(backend, tmp_path):
     assert any(refusal.startswith("keras_transformer.Translator ") for refusal in refusals)
 
 
+def assert_same_weights(saved, loaded):
+    """Every weight of the file, bit for bit, as the other backend reads it."""
+    names = [name for name in saved.files if name.startswith("weight_")]
+    assert names and names == [name for name in loaded.files if name.startswith("weight_")]
+    for name in names:
+        np.testing.assert_array_equal(loaded[name], saved[name], err_msg=name)
+
+
 @pytest.mark.parametrize(
-    "trained_under, loaded_under",
+    "saved_under, loaded_under",
     [("jax", "tensorflow"), ("tensorflow", "jax"), (TORCH.values[0], "tensorflow")],
     ids=["jax-to-tensorflow", "tensorflow-to-jax", "torch-to-tensorflow"],
 )
 def test_a_saved_model_moves_between_backends_with_identical_logits(
-    trained_under, loaded_under, tmp_path
+    saved_under, loaded_under, tmp_path
 ):
-    if trained_under == "torch" and importlib.util.find_spec("torch") is None:
+    if saved_under == "torch" and importlib.util.find_spec("torch") is None:
         pytest.skip("PyTorch is optional (a large CPU wheel): tested where it is installed")
     path = tmp_path / "model.keras"
-    trained = run_child(trained_under, "train", path, 64)
+    saved = run_child(saved_under, "train", path, 64, 0)  # as initialised
     loaded = run_child(loaded_under, "load", path)
-    np.testing.assert_array_equal(trained["source"], loaded["source"])
-    np.testing.assert_allclose(loaded["logits"], trained["logits"], atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(saved["source"], loaded["source"])
+    assert_same_weights(saved, loaded)
+    np.testing.assert_allclose(loaded["logits"], saved["logits"], atol=1e-5, rtol=0)
 
 
 def test_weights_trained_under_jax_are_translated_and_exported_by_tensorflow(tokenizer, tmp_path):
     path = tmp_path / "model.keras"
-    trained = run_child("jax", "train", path, tokenizer.vocab_size)
+    trained = run_child("jax", "train", path, tokenizer.vocab_size, 8)
     model = keras.saving.load_model(path)
+    for i, weight in enumerate(model.weights):
+        np.testing.assert_array_equal(weight.numpy(), trained[f"weight_{i}"])
     inputs = {"source": trained["source"], "target": trained["target"]}
+    # Trained weights are larger than initial ones, and XLA's and TensorFlow's float32 kernels
+    # round differently: measured up to 6e-5 apart on logits of magnitude ~6 (a few ulps per
+    # layer); a wrong weight or op differs by far more.
     np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(model(inputs)), trained["logits"], atol=1e-5, rtol=0
+        keras.ops.convert_to_numpy(model(inputs)), trained["logits"], atol=2e-4, rtol=0
     )
     translator = kt.Translator(model, tokenizer, beam_size=2)
     sentences = tf.constant(["Das Haus ist groß.", "Der Hund schläft."])

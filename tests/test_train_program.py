@@ -180,36 +180,6 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
     assert tree(out) == before
 
 
-@pytest.mark.parametrize(
-    "extra, message",
-    [
-        (["--preset", "huge"], "unknown preset 'huge'; choose one of"),
-        (
-            ["--strategy", "gpus"],
-            "unknown strategy 'gpus'; choose one of auto, default, mirrored, multi_worker, tpu",
-        ),
-        (["--mixed-precision", "fp8"], "unknown mixed precision 'fp8'"),
-        (["--set", "depth=3"], "unknown config field(s) ['depth']"),
-        (
-            ["--dataset", "tfds:no_such_dataset/de-en"],
-            "tensorflow-datasets has no dataset 'no_such_dataset/de-en'",
-        ),
-        (["--dataset", "csv:somewhere"], "expected ding, tfds:NAME, folder:DIR or tsv:DIR"),
-        (
-            ["--strategy", "multi_worker"],
-            "reads the cluster from the TF_CONFIG environment variable",
-        ),
-        (["--keep-checkpoints", "0"], "--keep-checkpoints must be at least 1"),
-        (["--tokenizer", "/no/such.model"], "--tokenizer /no/such.model: no such file"),
-        (["--tokenizer", str(ROOT / "README.md")], "README.md: not a sentencepiece model"),
-        (["--phrases"], "--phrases adds the Ding dictionary's phrase pairs; --dataset 'tsv:"),
-        (
-            ["--sentence-repeats", "4"],
-            "--sentence-repeats up-samples the sentences among the phrases: it needs --phrases",
-        ),
-        (["--sentence-repeats", "0"], "--sentence-repeats must be at least 1"),
-    ],
-)
 def test_trained_under_jax_then_evaluated_and_exported_by_tensorflow(number_data, tmp_path):
     """The README's recipe: train under KERAS_BACKEND=jax, then score and export model.keras
     with the TensorFlow programs."""
@@ -253,6 +223,36 @@ def test_trained_under_jax_then_evaluated_and_exported_by_tensorflow(number_data
     assert len(completed.stdout.splitlines()) == 1  # one translation for one sentence
 
 
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--preset", "huge"], "unknown preset 'huge'; choose one of"),
+        (
+            ["--strategy", "gpus"],
+            "unknown strategy 'gpus'; choose one of auto, default, mirrored, multi_worker, tpu",
+        ),
+        (["--mixed-precision", "fp8"], "unknown mixed precision 'fp8'"),
+        (["--set", "depth=3"], "unknown config field(s) ['depth']"),
+        (
+            ["--dataset", "tfds:no_such_dataset/de-en"],
+            "tensorflow-datasets has no dataset 'no_such_dataset/de-en'",
+        ),
+        (["--dataset", "csv:somewhere"], "expected ding, tfds:NAME, folder:DIR or tsv:DIR"),
+        (
+            ["--strategy", "multi_worker"],
+            "reads the cluster from the TF_CONFIG environment variable",
+        ),
+        (["--keep-checkpoints", "0"], "--keep-checkpoints must be at least 1"),
+        (["--tokenizer", "/no/such.model"], "--tokenizer /no/such.model: no such file"),
+        (["--tokenizer", str(ROOT / "README.md")], "README.md: not a sentencepiece model"),
+        (["--phrases"], "--phrases adds the Ding dictionary's phrase pairs; --dataset 'tsv:"),
+        (
+            ["--sentence-repeats", "4"],
+            "--sentence-repeats up-samples the sentences among the phrases: it needs --phrases",
+        ),
+        (["--sentence-repeats", "0"], "--sentence-repeats must be at least 1"),
+    ],
+)
 def test_bad_input_is_refused_before_anything_is_written(
     number_data, tmp_path, capsys, monkeypatch, extra, message
 ):
