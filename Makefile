@@ -19,14 +19,14 @@ $(INSTALLED): setup.cfg pyproject.toml
 PYTEST_WORKERS ?= 2
 
 test: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The embedded German-English corpus (Debian's trans-de-en, GPL-2+), fetched and prepared once
 # into ~/.cache/keras_transformer (or $$KERAS_TRANSFORMER_CACHE); never into the repository.
-# training.quietly runs the library's program with the other programs' quiet console (no TensorFlow
-# C++ log lines): the library itself never changes the process's environment or stderr.
 data: $(INSTALLED)
-	$(BIN)/python -m training.quietly keras_transformer.data.ding
+	$(BIN)/python -m training.prepare_ding
 
 # The README's main job: fetch the Ding corpus, train the small preset on the CPU (bounded to
 # DEMO_MINUTES), print its test BLEU, export it and translate a few German sentences with it.
@@ -36,7 +36,7 @@ DEMO_MINUTES ?= 14
 DEMO_ARGS ?=
 
 demo: $(INSTALLED)
-	$(BIN)/python -m training.quietly keras_transformer.data.ding
+	$(BIN)/python -m training.prepare_ding
 	$(BIN)/python -m training.train --preset small --steps 2000 --steps-per-epoch 200 --bleu-sentences 200 --checkpoint-every 25 \
 		--max-minutes $(DEMO_MINUTES) --output-dir $(DEMO_DIR) --export-dir $(DEMO_EXPORT) $(DEMO_ARGS)
 	$(BIN)/python -m serving.translate --model $(DEMO_EXPORT) "Guten Morgen." "Das Haus ist sehr alt." \

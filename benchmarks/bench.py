@@ -1,9 +1,9 @@
 """Speed and memory of keras-transformer, each against a peer measured in the same run.
 
-    python -m benchmarks.bench                      # CPU, a few minutes; rewrites benchmarks/README.md
+    python -m benchmarks.bench          # CPU, a few minutes; rewrites benchmarks/README.md
     python -m benchmarks.bench --quick --output -   # a tiny setting, for the tests
-    python -m benchmarks.bench --gpu                # a GPU: bf16, XLA off and on, the base preset at
-                                                    # the paper's 25000-token batch; writes benchmarks/GPU.md
+    python -m benchmarks.bench --gpu    # a GPU: bf16, XLA off and on, the base preset at the
+                                        # paper's 25000-token batch; writes benchmarks/GPU.md
 
 Every figure is the median of `--repeats` timed repetitions after warm-up runs, the things
 compared timed in turn within each repetition; training speed against the peer is also given as
@@ -12,6 +12,7 @@ the quartiles of the per-repetition ratios, to show how steady the machine was.
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import pathlib
@@ -19,12 +20,12 @@ import platform
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 
 import numpy as np
 
 RESULTS = "benchmarks/README.md"
+ROOT = pathlib.Path(__file__).resolve().parents[1]  # where `python -m benchmarks.probes` runs
 # TensorFlow takes nearly all of a GPU's memory at its first operation: the benchmark's own
 # process and the fresh processes it starts take only what they use, so that they fit beside it.
 GPU_MEMORY_GROWTH = {**os.environ, "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
@@ -54,11 +55,13 @@ def matmul_rate(repeats, sizes=(512, 1024, 2048, 4096), dtype="float32"):
     median of `repeats` products."""
     import tensorflow as tf
 
+    product = tf.function(
+        lambda a: tf.reduce_sum(tf.matmul(a, a))
+    )  # a scalar back, not the product
     rates = []
     for size in sizes:
         a = tf.cast(tf.random.normal([size, size]), dtype)
-        matmul = tf.function(lambda: tf.reduce_sum(tf.matmul(a, a)))  # a scalar back, not the product
-        rates.append(2 * size**3 / median_seconds(lambda: matmul().numpy(), repeats))
+        rates.append(2 * size**3 / median_seconds(lambda a=a: product(a).numpy(), repeats))
     return max(rates)
 
 
@@ -68,7 +71,12 @@ def training_flops(config, batch, source_length, target_length):
     d, ff, v = config.d_model, config.d_ff, config.vocab_size
     s, t = batch * source_length, batch * target_length
     encoder = 2 * s * (4 * d * d + 2 * d * ff) + 4 * s * source_length * d
-    decoder = 2 * t * (6 * d * d + 2 * d * ff) + 4 * t * target_length * d + 2 * s * 2 * d * d + 4 * t * source_length * d
+    decoder = (
+        2 * t * (6 * d * d + 2 * d * ff)
+        + 4 * t * target_length * d
+        + 2 * s * 2 * d * d
+        + 4 * t * source_length * d
+    )
     return 3 * (config.num_layers * (encoder + decoder) + 2 * t * d * v)
 
 
@@ -78,29 +86,71 @@ def training_throughput(config, batch, length, repeats, rate, jit_compile):
 
     import keras_transformer as kt
     from benchmarks.peer import KerasHubTransformer
+    from benchmarks.probes import training_batch
 
-    rng = np.random.default_rng(0)
-    source = rng.integers(4, config.vocab_size, (batch, length)).astype("int32")
-    target = rng.integers(4, config.vocab_size, (batch, length + 1)).astype("int32")
-    inputs, labels = {"source": source, "target": target[:, :-1]}, target[:, 1:]
+    inputs, labels = training_batch(config, batch, length)
 
     ours = kt.build_transformer(config)
-    ours.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy(), jit_compile=jit_compile)
+    ours.compile(
+        optimizer=kt.create_optimizer(config),
+        loss=kt.LabelSmoothedCrossEntropy(),
+        jit_compile=jit_compile,
+    )
     peer = KerasHubTransformer(config).model
-    peer.compile(optimizer=kt.create_optimizer(config), jit_compile=jit_compile,
-                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0))
+    peer.compile(
+        optimizer=kt.create_optimizer(config),
+        jit_compile=jit_compile,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
+    )
     tokens = batch * length
     models = {"keras-transformer": ours, "KerasHub layers": peer}
-    times = interleaved_seconds({name: lambda model=model: model.train_on_batch(inputs, labels)
-                                 for name, model in models.items()}, repeats)
+    times = interleaved_seconds(
+        {
+            name: lambda model=model: model.train_on_batch(inputs, labels)
+            for name, model in models.items()
+        },
+        repeats,
+    )
     ratios = np.array(times["KerasHub layers"]) / np.array(times["keras-transformer"])
     rows = {}
     for name, model in models.items():
         seconds = float(np.median(times[name]))
-        rows[name] = dict(params=model.count_params(), tokens_per_second=tokens / seconds,
-                          mfu=training_flops(config, batch, length, length) / seconds / rate)
+        rows[name] = dict(
+            params=model.count_params(),
+            tokens_per_second=tokens / seconds,
+            mfu=training_flops(config, batch, length, length) / seconds / rate,
+        )
     rows["keras-transformer"]["speed_over_peer"] = np.percentile(ratios, [25, 50, 75]).tolist()
     return rows
+
+
+def backend_throughput(config, batch, length, repeats, rounds):
+    """Target tokens per second of our training step under the JAX backend (XLA) and the
+    TensorFlow backend (no XLA, as above), each in `rounds` fresh processes taken in turn; None
+    without JAX."""
+    if importlib.util.find_spec("jax") is None:
+        return None
+    times = {"tensorflow": [], "jax": []}
+    arguments = [json.dumps(config.to_dict()), str(batch), str(length), str(repeats)]
+    for _ in range(rounds):
+        for backend, seconds in times.items():
+            out = subprocess.run(
+                [sys.executable, "-m", "benchmarks.probes", "training-step", *arguments],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**GPU_MEMORY_GROWTH, "KERAS_BACKEND": backend},
+                cwd=ROOT,
+            ).stdout
+            seconds += json.loads(out.strip().splitlines()[-1])
+    medians = {backend: float(np.median(seconds)) for backend, seconds in times.items()}
+    return {
+        backend: dict(
+            tokens_per_second=batch * length / median,
+            speed_over_tensorflow=medians["tensorflow"] / median,
+        )
+        for backend, median in medians.items()
+    }
 
 
 def decoding_speed(config, batch, length, repeats):
@@ -120,17 +170,29 @@ def decoding_speed(config, batch, length, repeats):
     greedy_ids = kt.greedy_search(model, source, max_length=length).numpy()
     steps = int(np.max(np.count_nonzero(greedy_ids, axis=1)))
     runs = {
-        "greedy, cached": lambda: kt.greedy_search(model, source, max_length=length, use_cache=True),
-        "greedy, full recomputation": lambda: kt.greedy_search(model, source, max_length=length, use_cache=False),
+        "greedy, cached": lambda: kt.greedy_search(
+            model, source, max_length=length, use_cache=True
+        ),
+        "greedy, full recomputation": lambda: kt.greedy_search(
+            model, source, max_length=length, use_cache=False
+        ),
         "beam 4, cached": lambda: kt.beam_search(model, source, beam_size=4, max_length=length),
         "KerasHub greedy, cached": lambda: peer.greedy(source, steps),
     }
-    times = interleaved_seconds({name: lambda run=run: tf.nest.map_structure(lambda t: t.numpy(), run())
-                                 for name, run in runs.items()}, repeats, warmup=1)
+    times = interleaved_seconds(
+        {
+            name: lambda run=run: tf.nest.map_structure(lambda t: t.numpy(), run())
+            for name, run in runs.items()
+        },
+        repeats,
+        warmup=1,
+    )
     rows = {}
     for name, seconds in times.items():
         seconds = float(np.median(seconds))
-        rows[name] = dict(sentences_per_second=batch / seconds, ms_per_sentence=1000 * seconds / batch)
+        rows[name] = dict(
+            sentences_per_second=batch / seconds, ms_per_sentence=1000 * seconds / batch
+        )
     return dict(steps=steps, rows=rows)
 
 
@@ -142,46 +204,20 @@ def padding_efficiency(quick):
 
     rng = np.random.default_rng(2)
     words = [f"w{i}" for i in range(300)]
-    pairs = [(" ".join(rng.choice(words, n)), " ".join(rng.choice(words, n + rng.integers(-2, 3))))
-             for n in rng.integers(3, 60, 400 if quick else 4000)]
+    pairs = [
+        (" ".join(rng.choice(words, n)), " ".join(rng.choice(words, n + rng.integers(-2, 3))))
+        for n in rng.integers(3, 60, 400 if quick else 4000)
+    ]
     with tempfile.TemporaryDirectory() as directory:
-        tokenizer = SubwordTokenizer.train([side for pair in pairs for side in pair], 400, f"{directory}/t.model")
+        tokenizer = SubwordTokenizer.train(
+            [side for pair in pairs for side in pair], 400, f"{directory}/t.model"
+        )
         return {
-            bucketing: pipeline_report(Corpus(pairs).dataset(), tokenizer, 2000, 128, bucketing=bucketing).padding_efficiency
+            bucketing: pipeline_report(
+                Corpus(pairs).dataset(), tokenizer, 2000, 128, bucketing=bucketing
+            ).padding_efficiency
             for bucketing in (True, False)
         }
-
-
-PEAK_MEMORY = textwrap.dedent(
-    """
-    import json, re, sys
-    import keras
-    import numpy as np
-    import tensorflow as tf
-    import keras_transformer as kt
-
-    def peak_kib():  # VmHWM starts afresh at exec; ru_maxrss would include the parent's pages
-        with open("/proc/self/status") as status:
-            return int(re.search(r"VmHWM:\\s+(\\d+) kB", status.read()).group(1))
-
-    config = kt.TransformerConfig.from_dict(json.loads(sys.argv[1]))
-    batch, length, what, policy = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-    keras.config.set_dtype_policy(policy)
-    model = kt.build_transformer(config)
-    rng = np.random.default_rng(0)
-    source = rng.integers(4, config.vocab_size, (batch, length)).astype("int32")
-    before = peak_kib()
-    if what == "training":
-        model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy(), jit_compile=False)
-        for _ in range(3):
-            model.train_on_batch({"source": source, "target": source}, source)
-    else:
-        for _ in range(3):
-            kt.beam_search(model, source, beam_size=4, max_length=64)
-    on_gpu = bool(tf.config.list_physical_devices("GPU"))
-    print(json.dumps([before, peak_kib(), tf.config.experimental.get_memory_info("GPU:0")["peak"] // 1024 if on_gpu else None]))
-    """
-)
 
 
 def peak_memory(config, batch, length, policy):
@@ -191,38 +227,19 @@ def peak_memory(config, batch, length, policy):
     rows = {}
     for what in ("training", "decoding"):
         arguments = [json.dumps(config.to_dict()), str(batch), str(length), what, policy]
-        out = subprocess.run([sys.executable, "-c", PEAK_MEMORY, *arguments],
-                             capture_output=True, text=True, check=True, env=GPU_MEMORY_GROWTH).stdout
+        out = subprocess.run(
+            [sys.executable, "-m", "benchmarks.probes", "peak-memory", *arguments],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=GPU_MEMORY_GROWTH,
+            cwd=ROOT,
+        ).stdout
         before, after, gpu_peak = json.loads(out.strip().splitlines()[-1])
         rows[what] = dict(peak_mib=after / 1024, added_mib=(after - before) / 1024)
         if gpu_peak is not None:
             rows[what]["gpu_peak_mib"] = gpu_peak / 1024
     return rows
-
-
-SAVED_MODEL = textwrap.dedent(
-    """
-    import json, sys, time
-    import numpy as np
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401
-    translate = tf.saved_model.load(sys.argv[1]).signatures["translate"]
-    repeats = int(sys.argv[2])
-    sentences = ["Das ist ein kleiner Test, nicht mehr."] * 32
-    answers = {}
-    for batch in (1, 32):
-        batch_sentences = tf.constant(sentences[:batch])
-        for _ in range(2):
-            translate(sentences=batch_sentences)
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            translate(sentences=batch_sentences)["translation"].numpy()
-            times.append(time.perf_counter() - start)
-        answers[batch] = times
-    print(json.dumps(answers))
-    """
-)
 
 
 def saved_model_latency(config, repeats, directory):
@@ -232,68 +249,129 @@ def saved_model_latency(config, repeats, directory):
 
     texts = ["Das ist ein kleiner Test, nicht mehr.", "this is a small test, nothing more."] * 50
     tokenizer = kt.SubwordTokenizer.train(texts, 300, f"{directory}/tokenizer.model")
-    model = kt.build_transformer(config.__class__.from_dict({**config.to_dict(), "vocab_size": tokenizer.vocab_size}))
-    version = kt.export_saved_model(kt.Translator(model, tokenizer, beam_size=4), f"{directory}/export")
-    out = subprocess.run([sys.executable, "-c", SAVED_MODEL, str(version), str(repeats)],
-                         capture_output=True, text=True, check=True, env=GPU_MEMORY_GROWTH).stdout
+    model = kt.build_transformer(
+        config.__class__.from_dict({**config.to_dict(), "vocab_size": tokenizer.vocab_size})
+    )
+    saved = kt.Translator(model, tokenizer, beam_size=4).save(f"{directory}/saved_model")
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.probes", "saved-model", str(saved), str(repeats)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=GPU_MEMORY_GROWTH,
+        cwd=ROOT,
+    ).stdout
     times = json.loads(out.strip().splitlines()[-1])
-    return dict(p50_ms=1000 * np.percentile(times["1"], 50), p99_ms=1000 * np.percentile(times["1"], 99),
-                batch32_sentences_per_second=32 / float(np.median(times["32"])))
+    return dict(
+        p50_ms=1000 * np.percentile(times["1"], 50),
+        p99_ms=1000 * np.percentile(times["1"], 99),
+        batch32_sentences_per_second=32 / float(np.median(times["32"])),
+    )
 
 
 def report(results):
     lines = [
         "# Benchmarks",
         "",
-        "Written by `make bench` (`python -m benchmarks.bench`); do not edit by hand. Every figure is a",
-        "ratio against a peer measured in the same run: a model of the same size built from KerasHub's",
-        "`TransformerEncoder`/`TransformerDecoder` (benchmarks/peer.py), or our own decoding without",
+        "Written by `make bench` (`python -m benchmarks.bench`); do not edit by hand. Every figure "
+        "is a",
+        "ratio against a peer measured in the same run: a model of the same size built from "
+        "KerasHub's",
+        "`TransformerEncoder`/`TransformerDecoder` (benchmarks/peer.py), or our own decoding "
+        "without",
         "its cache (full recomputation each step, the method of the official TensorFlow tutorial).",
-        "The raw figures are in `results.json`. On a GPU, `python -m benchmarks.bench --gpu` writes the",
-        "same tables to `GPU.md` (bfloat16, XLA off and on, the base preset at 25000 tokens a step).",
+        "The raw figures are in `results.json`. On a GPU, `python -m benchmarks.bench --gpu` "
+        "writes the",
+        "same tables to `GPU.md` (bfloat16, XLA off and on, the base preset at 25000 tokens a "
+        "step).",
         "",
-        f"`python -m benchmarks.bench {results['arguments']}` on {results['machine']}, {results['date']}.",
+        f"`python -m benchmarks.bench {results['arguments']}` on {results['machine']}, "
+        f"{results['date']}.",
         f"TensorFlow {results['versions']['tensorflow']}, Keras {results['versions']['keras']}, "
-        f"keras-hub {results['versions']['keras_hub']}. Medians of {results['repeats']} repetitions after warm-up, "
+        f"keras-hub {results['versions']['keras_hub']}. Medians of {results['repeats']} "
+        "repetitions after warm-up, "
         "the models compared timed in turn within each repetition.",
-        f"Keras dtype policy {results['policy']}. Matmul rate of this machine ({results['matmul_dtype']}, TensorFlow, "
+        f"Keras dtype policy {results['policy']}. Matmul rate of this machine "
+        f"({results['matmul_dtype']}, TensorFlow, "
         f"best square size): {results['matmul_flops'] / 1e9:.1f} GFLOP/s.",
         "",
         "## Training step (forward, backward, Adam update)",
         "",
-        "| preset | batch x length | XLA | model | parameters | target tokens/s | speed over peer (quartiles) | MFU |",
+        "| preset | batch x length | XLA | model | parameters | target tokens/s | speed over peer "
+        "(quartiles) | MFU |",
         "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for setting in results["training"]:
         for name, row in setting["rows"].items():
-            ratio = "{1:.2f} ({0:.2f}-{2:.2f})".format(*row["speed_over_peer"]) if "speed_over_peer" in row else "1.00"
-            lines.append(f"| {setting['preset']} | {setting['shape']} | {'on' if setting['xla'] else 'off'} | {name} | {row['params']:,} | "
-                         f"{row['tokens_per_second']:,.0f} | {ratio} | {100 * row['mfu']:.1f}% |")
-    lines += ["", "The peer's extra parameters are its untied output projection and learned positions "
-              "(KerasHub's `TokenAndPositionEmbedding`); MFU counts the same matmul FLOPs for both "
-              "(the layer sizes of §3, backward = 2 x forward) over the machine's matmul rate. The speed over "
-              "the peer is the median of the per-repetition ratios of step times (with their quartiles), "
-              "which can differ from the ratio of the median throughputs."]
-    lines += ["", f"## Decoding ({results['decoding_preset']} preset, random weights, source length 20, "
-              f"output up to {results['decoding_length']} tokens)", "",
-              "| batch | decoder steps | method | sentences/s | ms/sentence | speed-up over full recomputation |",
-              "| ---: | ---: | --- | ---: | ---: | ---: |"]
+            ratio = (
+                "{1:.2f} ({0:.2f}-{2:.2f})".format(*row["speed_over_peer"])
+                if "speed_over_peer" in row
+                else "1.00"
+            )
+            lines.append(
+                f"| {setting['preset']} | {setting['shape']} | {'on' if setting['xla'] else 'off'} "
+                f"| {name} | {row['params']:,} | "
+                f"{row['tokens_per_second']:,.0f} | {ratio} | {100 * row['mfu']:.1f}% |"
+            )
+    lines += [
+        "",
+        "The peer's extra parameters are its untied output projection and learned positions "
+        "(KerasHub's `TokenAndPositionEmbedding`); MFU counts the same matmul FLOPs for both "
+        "(the layer sizes of §3, backward = 2 x forward) over the machine's matmul rate. The speed "
+        "over "
+        "the peer is the median of the per-repetition ratios of step times (with their quartiles), "
+        "which can differ from the ratio of the median throughputs.",
+    ]
+    lines += ["", "## Keras backends (training step of our model, fresh processes in turn)", ""]
+    if results["backends"] is None:
+        lines.append("JAX is not installed: `pip install jax` to measure the JAX backend.")
+    else:
+        lines += [
+            "| preset | batch x length | backend | target tokens/s | speed over TensorFlow |",
+            "| --- | --- | --- | ---: | ---: |",
+        ]
+        for setting in results["backends"]:
+            for backend, row in setting["rows"].items():
+                compiler = "XLA" if backend == "jax" else "tf.function, no XLA"
+                lines.append(
+                    f"| {setting['preset']} | {setting['shape']} | {backend} ({compiler}) | "
+                    f"{row['tokens_per_second']:,.0f} | {row['speed_over_tensorflow']:.2f} |"
+                )
+    lines += [
+        "",
+        f"## Decoding ({results['decoding_preset']} preset, random weights, source length 20, "
+        f"output up to {results['decoding_length']} tokens)",
+        "",
+        "| batch | decoder steps | method | sentences/s | ms/sentence | speed-up over full "
+        "recomputation |",
+        "| ---: | ---: | --- | ---: | ---: | ---: |",
+    ]
     for setting in results["decoding"]:
         base = setting["rows"]["greedy, full recomputation"]["sentences_per_second"]
         for name, row in setting["rows"].items():
-            lines.append(f"| {setting['batch']} | {setting['steps']} | {name} | {row['sentences_per_second']:.1f} | "
-                         f"{row['ms_per_sentence']:.1f} | {row['sentences_per_second'] / base:.2f} |")
+            lines.append(
+                f"| {setting['batch']} | {setting['steps']} | {name} | "
+                f"{row['sentences_per_second']:.1f} | "
+                f"{row['ms_per_sentence']:.1f} | {row['sentences_per_second'] / base:.2f} |"
+            )
     saved = results["saved_model"]
     efficiency = results["padding_efficiency"]
     lines += [
-        "", "## Exported SavedModel (tiny preset, random weights, beam 4, loaded in a fresh process)", "",
+        "",
+        "## Exported SavedModel (tiny preset, random weights, beam 4, loaded in a fresh process)",
+        "",
         f"Batch 1: p50 {saved['p50_ms']:.1f} ms, p99 {saved['p99_ms']:.1f} ms. "
         f"Batch 32: {saved['batch32_sentences_per_second']:.1f} sentences/s.",
-        "", "## Padding efficiency (real tokens / all tokens in batches)", "",
+        "",
+        "## Padding efficiency (real tokens / all tokens in batches)",
+        "",
         f"Length-bucketed batches: {100 * efficiency['True']:.1f}%; fixed-size batches of the same "
         f"token budget: {100 * efficiency['False']:.1f}%.",
-        "", "## Peak resident host memory (fresh process, XLA off)", "",
-        "| work | peak MiB | added by the work, MiB | GPU:0 peak MiB |", "| --- | ---: | ---: | ---: |",
+        "",
+        "## Peak resident host memory (fresh process, XLA off)",
+        "",
+        "| work | peak MiB | added by the work, MiB | GPU:0 peak MiB |",
+        "| --- | ---: | ---: | ---: |",
     ]
     for what, row in results["memory"].items():
         gpu = f"{row['gpu_peak_mib']:.0f}" if "gpu_peak_mib" in row else "no GPU"
@@ -302,20 +380,44 @@ def report(results):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="the tiny preset and one repetition (for tests)")
-    parser.add_argument("--repeats", type=int, default=10, help="timed repetitions of each measurement")
-    parser.add_argument("--gpu", action="store_true",
-                        help="the GPU setting: bf16, XLA off and on, the base preset at 25000 target tokens")
-    parser.add_argument("--xla", choices=["off", "on", "both"], default=None,
-                        help="compile the training steps with XLA (default: off; both with --gpu)")
-    parser.add_argument("--mixed-precision", choices=["off", "bf16"], default=None,
-                        help="the Keras dtype policy (default: off; bf16 with --gpu)")
-    parser.add_argument("--output", default=None, help="the markdown file to write ('-': stdout; "
-                        f"default {RESULTS}, benchmarks/GPU.md with --gpu)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="the tiny preset and one repetition (for tests)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=10, help="timed repetitions of each measurement"
+    )
+    parser.add_argument(
+        "--gpu",
+        action="store_true",
+        help="the GPU setting: bf16, XLA off and on, the base preset at 25000 target tokens",
+    )
+    parser.add_argument(
+        "--xla",
+        choices=["off", "on", "both"],
+        default=None,
+        help="compile the training steps with XLA (default: off; both with --gpu)",
+    )
+    parser.add_argument(
+        "--mixed-precision",
+        choices=["off", "bf16"],
+        default=None,
+        help="the Keras dtype policy (default: off; bf16 with --gpu)",
+    )
+    parser.add_argument(
+        "--output",
+        default=None,
+        help="the markdown file to write ('-': stdout; "
+        f"default {RESULTS}, benchmarks/GPU.md with --gpu)",
+    )
     args = parser.parse_args(argv)
-    xla = {"off": [False], "on": [True], "both": [False, True]}[args.xla or ("both" if args.gpu else "off")]
+    xla = {"off": [False], "on": [True], "both": [False, True]}[
+        args.xla or ("both" if args.gpu else "off")
+    ]
     bf16 = (args.mixed_precision or ("bf16" if args.gpu else "off")) == "bf16"
     output = args.output or ("benchmarks/GPU.md" if args.gpu else RESULTS)
 
@@ -341,35 +443,75 @@ def main(argv=None):
             pass
     if args.gpu and not gpus:
         parser.error("--gpu: TensorFlow sees no GPU here")
-    device = tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU") if gpus else "no GPU"
+    device = (
+        tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU")
+        if gpus
+        else "no GPU"
+    )
     vocab = 500 if args.quick else 8000
-    config_of = lambda preset: kt.TransformerConfig.preset(preset, vocab_size=vocab, dropout=0.0, max_length=128)  # noqa: E731
+
+    def config_of(preset):
+        return kt.TransformerConfig.preset(preset, vocab_size=vocab, dropout=0.0, max_length=128)
+
     results = dict(
         arguments=" ".join(argv if argv is not None else sys.argv[1:]),
         machine=f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPU cores, {device}",
-        policy=keras.config.dtype_policy().name, matmul_dtype="bfloat16" if bf16 else "float32",
+        policy=keras.config.dtype_policy().name,
+        matmul_dtype="bfloat16" if bf16 else "float32",
         date=datetime.date.today().isoformat(),
-        versions=dict(tensorflow=tf.__version__, keras=keras.__version__, keras_hub=keras_hub.__version__),
+        versions=dict(
+            tensorflow=tf.__version__, keras=keras.__version__, keras_hub=keras_hub.__version__
+        ),
         repeats=repeats,
     )
-    progress = keras.utils.Progbar(6, unit_name="part")  # matmul, training, decoding, SavedModel, padding, memory
+    progress = keras.utils.Progbar(
+        6, unit_name="part"
+    )  # matmul, training and backends, decoding, SavedModel, padding, memory
     sizes = (256, 512) if args.quick else (2048, 4096, 8192) if gpus else (512, 1024, 2048, 4096)
     results["matmul_flops"] = matmul_rate(max(repeats, 5), sizes, results["matmul_dtype"])
     progress.update(1)
     results["training"] = [
-        dict(preset=preset, shape=f"{batch} x {length}", xla=jit_compile,
-             rows=training_throughput(config_of(preset), batch, length, repeats, results["matmul_flops"], jit_compile))
+        dict(
+            preset=preset,
+            shape=f"{batch} x {length}",
+            xla=jit_compile,
+            rows=training_throughput(
+                config_of(preset), batch, length, repeats, results["matmul_flops"], jit_compile
+            ),
+        )
         for preset, batch, length in presets
         for jit_compile in xla
     ]
+    rounds = 1 if args.quick else 2
+    backends = [
+        (
+            preset,
+            batch,
+            length,
+            backend_throughput(config_of(preset), batch, length, repeats, rounds),
+        )
+        for preset, batch, length in presets
+    ]
+    results["backends"] = (
+        None
+        if backends[0][3] is None
+        else [
+            dict(preset=preset, shape=f"{batch} x {length}", rows=rows)
+            for preset, batch, length, rows in backends
+        ]
+    )
     progress.update(2)
     length = 8 if args.quick else 64
     results.update(decoding_preset=presets[0][0], decoding_length=length)
-    results["decoding"] = [dict(batch=batch, **decoding_speed(config_of(presets[0][0]), batch, length, repeats))
-                           for batch in (1, 32)]
+    results["decoding"] = [
+        dict(batch=batch, **decoding_speed(config_of(presets[0][0]), batch, length, repeats))
+        for batch in (1, 32)
+    ]
     progress.update(3)
     with tempfile.TemporaryDirectory() as directory:
-        results["saved_model"] = saved_model_latency(config_of("tiny"), 5 if args.quick else 50, directory)
+        results["saved_model"] = saved_model_latency(
+            config_of("tiny"), 5 if args.quick else 50, directory
+        )
     progress.update(4)
     results["padding_efficiency"] = {str(k): v for k, v in padding_efficiency(args.quick).items()}
     progress.update(5)
@@ -381,7 +523,9 @@ def main(argv=None):
     else:
         output = pathlib.Path(output)
         output.write_text(text, encoding="utf-8")
-        raw = output.parent / ("results.json" if output.name == "README.md" else output.stem + ".json")
+        raw = output.parent / (
+            "results.json" if output.name == "README.md" else output.stem + ".json"
+        )
         raw.write_text(json.dumps(results, indent=2), encoding="utf-8")
         print(f"results written to {output} and {raw}")
 

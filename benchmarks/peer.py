@@ -12,14 +12,25 @@ class KerasHubTransformer:
 
     def __init__(self, config):
         self.config = config
-        layer_args = dict(intermediate_dim=config.d_ff, num_heads=config.num_heads, dropout=config.dropout,
-                          layer_norm_epsilon=1e-6)
-        embedding = dict(vocabulary_size=config.vocab_size, sequence_length=config.max_length,
-                         embedding_dim=config.d_model)
+        layer_args = dict(
+            intermediate_dim=config.d_ff,
+            num_heads=config.num_heads,
+            dropout=config.dropout,
+            layer_norm_epsilon=1e-6,
+        )
+        embedding = dict(
+            vocabulary_size=config.vocab_size,
+            sequence_length=config.max_length,
+            embedding_dim=config.d_model,
+        )
         self.source_embedding = keras_hub.layers.TokenAndPositionEmbedding(**embedding)
         self.target_embedding = keras_hub.layers.TokenAndPositionEmbedding(**embedding)
-        self.encoder = [keras_hub.layers.TransformerEncoder(**layer_args) for _ in range(config.num_layers)]
-        self.decoder = [keras_hub.layers.TransformerDecoder(**layer_args) for _ in range(config.num_layers)]
+        self.encoder = [
+            keras_hub.layers.TransformerEncoder(**layer_args) for _ in range(config.num_layers)
+        ]
+        self.decoder = [
+            keras_hub.layers.TransformerDecoder(**layer_args) for _ in range(config.num_layers)
+        ]
         self.projection = keras.layers.Dense(config.vocab_size)
 
         source = keras.Input((None,), dtype="int32", name="source")
@@ -47,7 +58,9 @@ class KerasHubTransformer:
         batch = tf.shape(source)[0]
         head_dim = self.config.d_model // self.config.num_heads
         empty = tf.zeros([batch, 2, length, self.config.num_heads, head_dim], memory.dtype)
-        cross_empty = tf.zeros([batch, 2, tf.shape(source)[1], self.config.num_heads, head_dim], memory.dtype)
+        cross_empty = tf.zeros(
+            [batch, 2, tf.shape(source)[1], self.config.num_heads, head_dim], memory.dtype
+        )
         token = tf.fill([batch, 1], bos_id)
 
         def step(index, token, self_caches, cross_caches, first):
@@ -55,13 +68,19 @@ class KerasHubTransformer:
             new_self, new_cross = [], []
             for layer, self_cache, cross_cache in zip(self.decoder, self_caches, cross_caches):
                 x, self_cache, cross_cache = layer(
-                    x, memory, encoder_padding_mask=source != 0, self_attention_cache=self_cache,
-                    self_attention_cache_update_index=index, cross_attention_cache=cross_cache,
+                    x,
+                    memory,
+                    encoder_padding_mask=source != 0,
+                    self_attention_cache=self_cache,
+                    self_attention_cache_update_index=index,
+                    cross_attention_cache=cross_cache,
                     cross_attention_cache_update_index=0 if first else None,
                 )
                 new_self.append(self_cache)
                 new_cross.append(cross_cache)
-            next_token = tf.argmax(self.projection(x)[:, -1], axis=-1, output_type=tf.int32)[:, None]
+            next_token = tf.argmax(self.projection(x)[:, -1], axis=-1, output_type=tf.int32)[
+                :, None
+            ]
             return next_token, new_self, new_cross
 
         # The first step fills the cross-attention caches; the loop reuses them.
@@ -75,5 +94,7 @@ class KerasHubTransformer:
             token, self_caches, _ = step(index, token, self_caches, cross_caches, first=False)
             return index + 1, token, self_caches, output.write(index, token[:, 0])
 
-        _, _, _, output = tf.while_loop(lambda i, *_: i < length, body, (1, token, self_caches, output))
+        _, _, _, output = tf.while_loop(
+            lambda i, *_: i < length, body, (1, token, self_caches, output)
+        )
         return tf.transpose(output.stack())

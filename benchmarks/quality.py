@@ -31,8 +31,14 @@ import sys
 import time
 
 REPORT = pathlib.Path("benchmarks/QUALITY.md")
-TABLE_START, TABLE_END = "<!-- quality table: written by benchmarks/quality.py -->", "<!-- end of the quality table -->"
-SCREEN_MINUTES, FULL_MINUTES = 14, 14  # screening runs (--minutes); the demo's budget (make demo's DEMO_MINUTES)
+TABLE_START, TABLE_END = (
+    "<!-- quality table: written by benchmarks/quality.py -->",
+    "<!-- end of the quality table -->",
+)
+SCREEN_MINUTES, FULL_MINUTES = (
+    14,
+    14,
+)  # screening runs (--minutes); the demo's budget (make demo's DEMO_MINUTES)
 # Bumped when the code a run measures changes its speed or results: results of an earlier version
 # stay in the report but do not count as done. 2: the pooled host allocator and the cheaper loss.
 STUDY_VERSION = 2
@@ -40,13 +46,26 @@ CHECKPOINT_EVERY, CHECKPOINTS_KEPT = 25, 20
 # Today's demo (`make demo` before this study): the small preset, an 8000-piece vocabulary,
 # 3000 tokens per batch side, 800 warm-up steps, greedy validation BLEU every 200 steps.
 DEMO_FLAGS = (
-    "--preset", "small", "--vocab-size", "8000", "--steps", "2000", "--steps-per-epoch", "200",
-    "--bleu-sentences", "200",
+    "--preset",
+    "small",
+    "--vocab-size",
+    "8000",
+    "--steps",
+    "2000",
+    "--steps-per-epoch",
+    "200",
+    "--bleu-sentences",
+    "200",
 )
 DEMO_DECODING = (4, 0.6, 5)  # beam 4, alpha 0.6 (§6.1), the last 5 checkpoints averaged
 SCREEN_DECODINGS = ((1, 0.0, 5), DEMO_DECODING)  # greedy (no length preference) beside the demo's
 DECODINGS = (  # the decoding lever (beam, alpha, checkpoints averaged), on the runs that list it
-    (1, 0.0, 5), (4, 0.6, 5), (4, 1.0, 5), (4, 1.5, 5), (4, 1.0, 1), (4, 1.0, 20),
+    (1, 0.0, 5),
+    (4, 0.6, 5),
+    (4, 1.0, 5),
+    (4, 1.5, 5),
+    (4, 1.0, 1),
+    (4, 1.0, 20),
 )
 
 
@@ -67,18 +86,36 @@ class Run:
         return FULL_MINUTES if self.full_budget else screen_minutes
 
     def training_flags(self, minutes):
-        return (*DEMO_FLAGS, *self.flags, "--seed", str(self.seed), "--max-minutes", f"{minutes:g}",
-                "--checkpoint-every", str(CHECKPOINT_EVERY), "--keep-checkpoints", str(CHECKPOINTS_KEPT))
+        return (
+            *DEMO_FLAGS,
+            *self.flags,
+            "--seed",
+            str(self.seed),
+            "--max-minutes",
+            f"{minutes:g}",
+            "--checkpoint-every",
+            str(CHECKPOINT_EVERY),
+            "--keep-checkpoints",
+            str(CHECKPOINTS_KEPT),
+        )
 
     def definition(self, minutes):
         """What a result must have been run with to count for this run."""
-        return {"training_flags": list(self.training_flags(minutes)), "decodings": [list(d) for d in self.decodings],
-                "test": self.test, "version": STUDY_VERSION}
+        return {
+            "training_flags": list(self.training_flags(minutes)),
+            "decodings": [list(d) for d in self.decodings],
+            "test": self.test,
+            "version": STUDY_VERSION,
+        }
 
     def tokenizer_key(self):
         """Runs with the same vocabulary size and training text share one trained tokenizer."""
         flags = self.training_flags(0)
-        mix = f"phrases-x{flag_value(flags, '--sentence-repeats', 1)}" if "--phrases" in flags else "sentences"
+        mix = (
+            f"phrases-x{flag_value(flags, '--sentence-repeats', 1)}"
+            if "--phrases" in flags
+            else "sentences"
+        )
         return f"{mix}-{flag_value(flags, '--vocab-size')}"
 
 
@@ -118,16 +155,24 @@ def machine():
     model = platform.processor() or platform.machine()
     cpuinfo = pathlib.Path("/proc/cpuinfo")
     if cpuinfo.is_file():
-        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
+        names = [
+            line.split(":", 1)[1].strip()
+            for line in cpuinfo.read_text().splitlines()
+            if line.startswith("model name")
+        ]
         model = names[0] if names else model
     return f"{model}, {len(os.sched_getaffinity(0))} cores"
 
 
 def run_child(run, work_dir, minutes):
-    """Trains `run` in this process for `minutes`, scores its decodings and writes RUN_DIR/result.json."""
-    from training import checkpoints, evaluate, train  # first: training sets TensorFlow's environment
-
+    """Trains `run` in this process for `minutes`, scores its decodings and writes
+    RUN_DIR/result.json."""
     from benchmarks import bench
+    from training import (
+        checkpoints,
+        scoring,
+        train,
+    )  # first: training sets TensorFlow's environment
 
     run_dir = work_dir / run.name
     tokenizer = work_dir / "tokenizers" / f"{run.tokenizer_key()}.model"
@@ -155,19 +200,39 @@ def run_child(run, work_dir, minutes):
     for beam, alpha, window in run.decodings:
         model = kt.build_transformer(config)
         window = len(paths[-window:])  # fewer when the run wrote fewer
-        checkpoints.assign(model, checkpoints.average_checkpoints(paths[-window:]), source=f"the last {window} checkpoints")
+        checkpoints.assign(
+            model,
+            checkpoints.average_checkpoints(paths[-window:]),
+            source=f"the last {window} checkpoints",
+        )
         translator = kt.Translator(model, tokenizer_model, beam, alpha)
         for split in splits:
-            print(f"{run.name}: {split} split, beam {beam}, alpha {alpha}, {window} checkpoint(s) averaged", file=sys.stderr)
-            hypotheses = evaluate.translate_all(translator.translate, [s for s, _ in pairs[split]], verbose=2)
+            print(
+                f"{run.name}: {split} split, beam {beam}, alpha {alpha}, {window} checkpoint(s) "
+                "averaged",
+                file=sys.stderr,
+            )
+            hypotheses = scoring.translate_all(
+                translator.translate, [s for s, _ in pairs[split]], verbose=2
+            )
             output = run_dir / f"translations.{split}.beam{beam}-alpha{alpha}-avg{window}.txt"
-            result = evaluate.score_report(hypotheses, [t for _, t in pairs[split]], output)
-            scores.append({"split": split, "beam": beam, "alpha": alpha, "averaged": window, **result})
+            result = scoring.score_report(hypotheses, [t for _, t in pairs[split]], output)
+            scores.append(
+                {"split": split, "beam": beam, "alpha": alpha, "averaged": window, **result}
+            )
     result = {
-        "name": run.name, "lever": run.lever, "flags": list(run.flags), "seed": run.seed, "minutes": minutes,
-        "steps": steps, "training_seconds": round(training_seconds, 1), "matmul_gflops": round(matmul_gflops, 1),
+        "name": run.name,
+        "lever": run.lever,
+        "flags": list(run.flags),
+        "seed": run.seed,
+        "minutes": minutes,
+        "steps": steps,
+        "training_seconds": round(training_seconds, 1),
+        "matmul_gflops": round(matmul_gflops, 1),
         "total_seconds": round(time.monotonic() - started, 1),
-        "date": datetime.date.today().isoformat(), "machine": machine(), "scores": scores,
+        "date": datetime.date.today().isoformat(),
+        "machine": machine(),
+        "scores": scores,
         "definition": run.definition(minutes),
     }
     (run_dir / "result.json").write_text(json.dumps(result, indent=2))
@@ -178,8 +243,12 @@ def result_of(run, work_dir, minutes, recorded=()):
     RUN_DIR/result.json, else the one in `recorded` (the report's raw results: a study continued
     in a fresh checkout); else None."""
     path = work_dir / run.name / "result.json"
-    found = ([json.loads(path.read_text())] if path.is_file() else []) + [r for r in recorded if r["name"] == run.name]
-    return next((r for r in found if r.get("definition") == run.definition(run.minutes(minutes))), None)
+    found = ([json.loads(path.read_text())] if path.is_file() else []) + [
+        r for r in recorded if r["name"] == run.name
+    ]
+    return next(
+        (r for r in found if r.get("definition") == run.definition(run.minutes(minutes))), None
+    )
 
 
 def recorded_results(report):
@@ -193,40 +262,73 @@ def results(work_dir, minutes, recorded=()):
 
 def table(found):
     """One row per run and decoding: settings, steps reached, validation and test scores."""
-    header = ("| run | lever | settings (beyond the demo's) | seed | min | steps | s/step | GFLOP/s | beam | alpha | avg | "
-              "val BLEU | val chrF | val BP | val len | test BLEU | test chrF | test BP | date |")
+    header = (
+        "| run | lever | settings (beyond the demo's) | seed | min | steps | s/step | GFLOP/s | "
+        "beam | alpha | avg | "
+        "val BLEU | val chrF | val BP | val len | test BLEU | test chrF | test BP | date |"
+    )
     rows = [header, "|" + " --- |" * header.count(" | ") + " --- |"]
     for result in found:
         validation = [s for s in result["scores"] if s["split"] == "validation"]
-        test = {(s["beam"], s["alpha"], s["averaged"]): s for s in result["scores"] if s["split"] == "test"}
+        test = {
+            (s["beam"], s["alpha"], s["averaged"]): s
+            for s in result["scores"]
+            if s["split"] == "test"
+        }
         for score in validation:
             key = (score["beam"], score["alpha"], score["averaged"])
             tested = test.get(key)
-            rows.append("| " + " | ".join([
-                result["name"], result["lever"], " ".join(result["flags"]) or "(the demo's)", str(result["seed"]),
-                f"{result['minutes']:g}", str(result["steps"]), speed(result, "training_seconds", result["steps"]),
-                speed(result, "matmul_gflops"), str(key[0]), f"{key[1]:g}", str(key[2]),
-                f"{score['bleu']:.2f}", f"{score['chrf']:.1f}", f"{score['brevity_penalty']:.3f}",
-                f"{score['length_ratio']:.2f}",
-                f"{tested['bleu']:.2f}" if tested else "-", f"{tested['chrf']:.1f}" if tested else "-",
-                f"{tested['brevity_penalty']:.3f}" if tested else "-", result["date"],
-            ]) + " |")
+            rows.append(
+                "| "
+                + " | ".join(
+                    [
+                        result["name"],
+                        result["lever"],
+                        " ".join(result["flags"]) or "(the demo's)",
+                        str(result["seed"]),
+                        f"{result['minutes']:g}",
+                        str(result["steps"]),
+                        speed(result, "training_seconds", result["steps"]),
+                        speed(result, "matmul_gflops"),
+                        str(key[0]),
+                        f"{key[1]:g}",
+                        str(key[2]),
+                        f"{score['bleu']:.2f}",
+                        f"{score['chrf']:.1f}",
+                        f"{score['brevity_penalty']:.3f}",
+                        f"{score['length_ratio']:.2f}",
+                        f"{tested['bleu']:.2f}" if tested else "-",
+                        f"{tested['chrf']:.1f}" if tested else "-",
+                        f"{tested['brevity_penalty']:.3f}" if tested else "-",
+                        result["date"],
+                    ]
+                )
+                + " |"
+            )
     machines = sorted({r["machine"] for r in found})
-    signatures = sorted({s[f"{m}_signature"] for r in found for s in r["scores"] for m in ("bleu", "chrf")})
-    return "\n".join([
-        "Written by `python -m benchmarks.quality` "
-        f"({len(found)} runs; machine: {'; '.join(machines) or '-'}).",
-        "",
-        *rows,
-        "",
-        "val/test BP: BLEU's brevity penalty (1 = output not shorter than the references); "
-        "val len: output length / reference length (in 13a tokens; above 1 the output runs on). "
-        "avg: the last N checkpoints (25 steps apart) averaged. min: the training budget in minutes. "
-        "s/step: the training's wall-clock seconds (model building and data preparation included) "
-        "over its steps. GFLOP/s: the machine's float32 matmul rate (1024², TensorFlow) measured "
-        "just before the run trained: how fast the machine was during it.",
-        "sacrebleu signatures: " + "; ".join(f"`{s}`" for s in signatures),
-    ])
+    signatures = sorted(
+        {s[f"{m}_signature"] for r in found for s in r["scores"] for m in ("bleu", "chrf")}
+    )
+    return "\n".join(
+        [
+            "Written by `python -m benchmarks.quality` "
+            f"({len(found)} runs; machine: {'; '.join(machines) or '-'}).",
+            "",
+            *rows,
+            "",
+            "val/test BP: BLEU's brevity penalty (1 = output not shorter than the references); "
+            "val len: output length / reference length (in 13a tokens; above 1 the output runs "
+            "on). "
+            "avg: the last N checkpoints (25 steps apart) averaged. min: the training budget in "
+            "minutes. "
+            "s/step: the training's wall-clock seconds (model building and data preparation "
+            "included) "
+            "over its steps. GFLOP/s: the machine's float32 matmul rate (1024², TensorFlow) "
+            "measured "
+            "just before the run trained: how fast the machine was during it.",
+            "sacrebleu signatures: " + "; ".join(f"`{s}`" for s in signatures),
+        ]
+    )
 
 
 def speed(result, field, steps=None):
@@ -241,8 +343,16 @@ def write_report(found, report):
     (.json). Results recorded there before and not among `found` (another budget, a run since
     redefined) are kept, after the others."""
     now = {(r["name"], json.dumps(r["definition"])) for r in found}
-    found = found + [r for r in recorded_results(report) if (r["name"], json.dumps(r.get("definition"))) not in now]
-    text = report.read_text() if report.is_file() else f"# Translation quality\n\n{TABLE_START}\n{TABLE_END}\n"
+    found = found + [
+        r
+        for r in recorded_results(report)
+        if (r["name"], json.dumps(r.get("definition"))) not in now
+    ]
+    text = (
+        report.read_text()
+        if report.is_file()
+        else f"# Translation quality\n\n{TABLE_START}\n{TABLE_END}\n"
+    )
     if TABLE_START not in text or TABLE_END not in text:
         raise ValueError(f"{report} lacks the table markers {TABLE_START!r} and {TABLE_END!r}")
     before, rest = text.split(TABLE_START, 1)
@@ -258,23 +368,46 @@ def main(argv=None):
         "wall-clock budget, and write benchmarks/QUALITY.md and benchmarks/QUALITY.json. "
         "Resumable: runs with a result are skipped.",
     )
-    parser.add_argument("--work-dir", type=pathlib.Path, default=pathlib.Path("runs/quality"),
-                        help="where the runs are kept (default: runs/quality)")
-    parser.add_argument("--minutes", type=float, default=SCREEN_MINUTES,
-                        help=f"training budget of a screening run, in minutes (default: {SCREEN_MINUTES}); "
-                        f"the runs that confirm the chosen settings train for the demo's {FULL_MINUTES}")
-    parser.add_argument("--only", nargs="+", default=None, metavar="NAME",
-                        help="run only these runs (names, or levers such as 'data')")
-    parser.add_argument("--report", type=pathlib.Path, default=REPORT,
-                        help=f"the report to write (default: {REPORT}; the raw results go beside it as .json)")
-    parser.add_argument("--list", action="store_true", help="list the study's runs and whether each is done")
-    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one run, in a fresh process
+    parser.add_argument(
+        "--work-dir",
+        type=pathlib.Path,
+        default=pathlib.Path("runs/quality"),
+        help="where the runs are kept (default: runs/quality)",
+    )
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=SCREEN_MINUTES,
+        help=f"training budget of a screening run, in minutes (default: {SCREEN_MINUTES}); "
+        f"the runs that confirm the chosen settings train for the demo's {FULL_MINUTES}",
+    )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="run only these runs (names, or levers such as 'data')",
+    )
+    parser.add_argument(
+        "--report",
+        type=pathlib.Path,
+        default=REPORT,
+        help=f"the report to write (default: {REPORT}; the raw results go beside it as .json)",
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="list the study's runs and whether each is done"
+    )
+    parser.add_argument(
+        "--child", default=None, help=argparse.SUPPRESS
+    )  # one run, in a fresh process
     args = parser.parse_args(argv)
     by_name = {run.name: run for run in STUDY}
     if args.child:
         run = by_name[args.child]
         return run_child(run, args.work_dir, run.minutes(args.minutes))
-    chosen = [run for run in STUDY if not args.only or run.name in args.only or run.lever in args.only]
+    chosen = [
+        run for run in STUDY if not args.only or run.name in args.only or run.lever in args.only
+    ]
     unknown = set(args.only or ()) - {r.name for r in STUDY} - {r.lever for r in STUDY}
     if unknown:
         parser.error(f"no run or lever named {', '.join(sorted(unknown))}; see --list")
@@ -282,34 +415,62 @@ def main(argv=None):
     if args.list:
         for run in STUDY:
             done = result_of(run, args.work_dir, args.minutes, recorded) is not None
-            print(f"{'done' if done else 'todo'}  {run.name:<18} {run.lever:<15} {run.minutes(args.minutes):g} min  "
-                  f"{' '.join(run.flags)}")
+            print(
+                f"{'done' if done else 'todo'}  {run.name:<18} {run.lever:<15} "
+                f"{run.minutes(args.minutes):g} min  "
+                f"{' '.join(run.flags)}"
+            )
         return None
     todo = [run for run in chosen if result_of(run, args.work_dir, args.minutes, recorded) is None]
-    print(f"{len(chosen) - len(todo)} of {len(chosen)} runs done; {len(todo)} to go, "
-          f"about {sum(r.minutes(args.minutes) + 3 for r in todo):.0f} minutes; table: {args.report}", flush=True)
+    print(
+        f"{len(chosen) - len(todo)} of {len(chosen)} runs done; {len(todo)} to go, "
+        f"about {sum(r.minutes(args.minutes) + 3 for r in todo):.0f} minutes; table: {args.report}",
+        flush=True,
+    )
     failed = []
     for number, run in enumerate(todo, start=1):
         run_dir = args.work_dir / run.name
         if run_dir.exists():  # a run cut short: started again from nothing, for the same budget
             shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
-        print(f"[{number}/{len(todo)}] {run.name}: {' '.join(run.flags) or 'the demo settings'}, "
-              f"{run.minutes(args.minutes):g} minutes (log: {run_dir / 'log.txt'})", flush=True)
+        print(
+            f"[{number}/{len(todo)}] {run.name}: {' '.join(run.flags) or 'the demo settings'}, "
+            f"{run.minutes(args.minutes):g} minutes (log: {run_dir / 'log.txt'})",
+            flush=True,
+        )
         with open(run_dir / "log.txt", "w") as log:
             completed = subprocess.run(
-                [sys.executable, "-m", "benchmarks.quality", "--child", run.name, "--work-dir", str(args.work_dir),
-                 "--minutes", str(args.minutes)],
-                stdout=log, stderr=subprocess.STDOUT,
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.quality",
+                    "--child",
+                    run.name,
+                    "--work-dir",
+                    str(args.work_dir),
+                    "--minutes",
+                    str(args.minutes),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         if completed.returncode != 0:
-            print(f"    failed (exit code {completed.returncode}); see {run_dir / 'log.txt'}", flush=True)
+            print(
+                f"    failed (exit code {completed.returncode}); see {run_dir / 'log.txt'}",
+                flush=True,
+            )
             failed.append(run.name)
             continue
         result = json.loads((run_dir / "result.json").read_text())
-        best = max((s for s in result["scores"] if s["split"] == "validation"), key=lambda s: s["bleu"])
-        print(f"    {result['steps']} steps; best validation BLEU {best['bleu']:.2f}, chrF {best['chrf']:.1f} "
-              f"(beam {best['beam']}, alpha {best['alpha']:g}, {best['averaged']} averaged)", flush=True)
+        best = max(
+            (s for s in result["scores"] if s["split"] == "validation"), key=lambda s: s["bleu"]
+        )
+        print(
+            f"    {result['steps']} steps; best validation BLEU {best['bleu']:.2f}, chrF "
+            f"{best['chrf']:.1f} "
+            f"(beam {best['beam']}, alpha {best['alpha']:g}, {best['averaged']} averaged)",
+            flush=True,
+        )
         write_report(results(args.work_dir, args.minutes, recorded), args.report)
     write_report(results(args.work_dir, args.minutes, recorded), args.report)
     print(f"table written to {args.report} and {args.report.with_suffix('.json')}")

@@ -41,7 +41,13 @@ class TransformerConfig:
 
     def __post_init__(self):
         for name in (
-            "vocab_size", "num_layers", "d_model", "num_heads", "d_ff", "max_length", "warmup_steps",
+            "vocab_size",
+            "num_layers",
+            "d_model",
+            "num_heads",
+            "d_ff",
+            "max_length",
+            "warmup_steps",
             "tokens_per_batch",
         ):
             _check_positive_int(name, getattr(self, name))
@@ -63,7 +69,9 @@ class TransformerConfig:
         if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not scale > 0:
             raise ValueError(f"learning_rate_scale must be a positive number, got {scale!r}")
         if self.positional not in POSITIONAL_KINDS:
-            raise ValueError(f"positional must be one of {POSITIONAL_KINDS}, got {self.positional!r}")
+            raise ValueError(
+                f"positional must be one of {POSITIONAL_KINDS}, got {self.positional!r}"
+            )
         for name in ("share_embeddings", "norm_first"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
@@ -101,12 +109,23 @@ PRESETS = {
     "big": dict(num_layers=6, d_model=1024, num_heads=16, d_ff=4096, dropout=0.3),
     # The CPU demo (`make demo`): trains on the Ding corpus in minutes on 2 cores.
     "small": dict(
-        num_layers=3, d_model=256, num_heads=4, d_ff=1024, dropout=0.1, warmup_steps=800,
-        tokens_per_batch=3000, max_length=256,
+        num_layers=3,
+        d_model=256,
+        num_heads=4,
+        d_ff=1024,
+        dropout=0.1,
+        warmup_steps=800,
+        tokens_per_batch=3000,
+        max_length=256,
     ),
     # Small enough for unit tests and CPU experiments.
     "tiny": dict(
-        num_layers=2, d_model=64, num_heads=4, d_ff=256, dropout=0.1, warmup_steps=1000,
+        num_layers=2,
+        d_model=64,
+        num_heads=4,
+        d_ff=256,
+        dropout=0.1,
+        warmup_steps=1000,
         tokens_per_batch=4096,
     ),
 }

@@ -2,17 +2,20 @@
 
 The encoder runs once; the decoder runs one position per step, reading and writing the
 preallocated cache of every self-attention layer. The loop compiles with XLA
-(`jit_compile=True`); an int `max_length` makes every shape static. Outputs stop at eos; a sentence also stops at its own bound,
-source length + `extra_length` (the paper's +50), and at `max_length`.
+(`jit_compile=True`); an int `max_length` makes every shape static. Outputs stop at eos; a
+sentence also stops at its own bound, source length + `extra_length` (the paper's +50), and at
+`max_length`.
 """
 
+import typing
 import weakref
 
 import tensorflow as tf
 
-from keras_transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.ids import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.layers.attention import MASK_VALUE
 
-NEG_INF = -1e9
+NEG_INF = MASK_VALUE  # the log-probability of an impossible hypothesis
 _COMPILED = weakref.WeakKeyDictionary()  # model -> {settings: tf.function}
 
 
@@ -24,7 +27,9 @@ def length_penalty(length, alpha):
 def encode(model, source_ids):
     """The encoder output [B, S, d_model] and the source padding mask [B, S], computed once."""
     source_mask = tf.not_equal(source_ids, PAD_ID)
-    memory = model.encoder(model.embedding(source_ids, mode="source"), padding_mask=source_mask, training=False)
+    memory = model.encoder(
+        model.embedding(source_ids, mode="source"), padding_mask=source_mask, training=False
+    )
     return memory, source_mask
 
 
@@ -34,8 +39,12 @@ def encoder_decoder_attention(model, source_ids, target_ids):
     memory, source_mask = encode(model, tf.convert_to_tensor(source_ids, tf.int32))
     target_ids = tf.convert_to_tensor(target_ids, tf.int32)
     _, weights = model.decoder(
-        model.embedding(target_ids, mode="target"), memory, target_padding_mask=tf.not_equal(target_ids, PAD_ID),
-        source_padding_mask=source_mask, return_attention_scores=True, training=False,
+        model.embedding(target_ids, mode="target"),
+        memory,
+        target_padding_mask=tf.not_equal(target_ids, PAD_ID),
+        source_padding_mask=source_mask,
+        return_attention_scores=True,
+        training=False,
     )
     return weights
 
@@ -62,9 +71,10 @@ def model_step_function(model, memory, source_mask, max_length):
     return step, state
 
 
-def _prepare(model, source_ids, max_length, extra_length):
-    """int32 source ids, the batch size, the loop length L and each sentence's own bound
-    min(source length + extra_length, L)."""
+def _prepare(model, source_ids, max_length, extra_length, min_length=0):
+    """int32 source ids, the batch size, the loop length L, each sentence's own bound
+    min(source length + extra_length, L), and each sentence's least length before eos:
+    `min_length`, or 0 for an empty source (eos alone)."""
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)
     if max_length is None:
@@ -72,13 +82,20 @@ def _prepare(model, source_ids, max_length, extra_length):
     else:  # a Python int keeps the buffers' shapes static
         max_length = min(max_length, model.config.max_length)
     limits = tf.minimum(source_lengths + extra_length, max_length)
-    return source_ids, _batch_size(source_ids), max_length, limits
+    min_lengths = tf.where(source_lengths > 1, min_length, 0)
+    return source_ids, _batch_size(source_ids), max_length, limits, min_lengths
 
 
-def _without_pad_and_bos(log_probs):
-    """log_probs [..., V] with pad and bos, never valid outputs, made impossible."""
-    never = tf.one_hot([PAD_ID, BOS_ID], tf.shape(log_probs)[-1], on_value=NEG_INF, off_value=0.0)
-    return log_probs + tf.reduce_sum(never, axis=0)
+def _allowed(log_probs, t, min_lengths=None):
+    """log_probs [N, V] with pad and bos, never valid outputs, made impossible, and eos too in
+    the rows whose output may not end at step t (t < min_lengths [N])."""
+    vocab_size = tf.shape(log_probs)[-1]
+    never = tf.one_hot([PAD_ID, BOS_ID], vocab_size, on_value=NEG_INF, off_value=0.0)
+    log_probs = log_probs + tf.reduce_sum(never, axis=0)
+    if min_lengths is None:
+        return log_probs
+    too_early = tf.cast(t < min_lengths, log_probs.dtype)[:, None]
+    return log_probs + too_early * tf.one_hot(EOS_ID, vocab_size, on_value=NEG_INF, off_value=0.0)
 
 
 def _batch_size(source_ids):
@@ -92,104 +109,203 @@ def _write_column(buffer, values, t):
     return tf.where(column, values[..., None], buffer)
 
 
-def greedy_decode(step, state, batch_size, limits, max_length):
-    """Greedy search over `step`: ids [B, L] (0 after eos) and summed log-probabilities [B]."""
+class GreedyState(typing.NamedTuple):
+    """The loop state of greedy search: `step` t (the decoder reads position t), `last` [B] the
+    tokens at t, `finished` [B] whether each sentence has ended, `tokens` [B, L] the output so
+    far, `scores` [B] its summed log-probabilities, `cache` the step function's state."""
 
-    def body(t, last, finished, tokens, scores, state):
-        log_probs, state = step(last, state, t)
-        log_probs = _without_pad_and_bos(log_probs)
+    step: tf.Tensor
+    last: tf.Tensor
+    finished: tf.Tensor
+    tokens: tf.Tensor
+    scores: tf.Tensor
+    cache: list
+
+
+def greedy_decode(step, state, batch_size, limits, max_length, min_lengths=None):
+    """Greedy search over `step`: ids [B, L] (0 after eos) and summed log-probabilities [B].
+    Sentence b ends at eos, which is not chosen before step min_lengths[b], or at limits[b]."""
+
+    def body(s):
+        log_probs, cache = step(s.last, s.cache, s.step)
+        log_probs = _allowed(log_probs, s.step, min_lengths)
         next_token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
         gained = tf.gather(log_probs, next_token, batch_dims=1)
-        next_token = tf.where(finished, PAD_ID, next_token)
-        scores += tf.where(finished, 0.0, gained)
-        tokens = _write_column(tokens, next_token, t)
-        finished |= (next_token == EOS_ID) | (t + 1 >= limits)
-        return t + 1, next_token, finished, tokens, scores, state
+        next_token = tf.where(s.finished, PAD_ID, next_token)
+        return GreedyState(
+            step=s.step + 1,
+            last=next_token,
+            finished=s.finished | (next_token == EOS_ID) | (s.step + 1 >= limits),
+            tokens=_write_column(s.tokens, next_token, s.step),
+            scores=s.scores + tf.where(s.finished, 0.0, gained),
+            cache=cache,
+        )
 
-    def cond(t, last, finished, *_):
-        return (t < max_length) & ~tf.reduce_all(finished)
+    def cond(s):
+        return (s.step < max_length) & ~tf.reduce_all(s.finished)
 
-    start = (
-        tf.constant(0),
-        tf.fill([batch_size], BOS_ID),
-        tf.zeros([batch_size], tf.bool),
-        tf.zeros([batch_size, max_length], tf.int32),
-        tf.zeros([batch_size], tf.float32),
-        state,
+    start = GreedyState(
+        step=tf.constant(0),
+        last=tf.fill([batch_size], BOS_ID),
+        finished=tf.zeros([batch_size], tf.bool),
+        tokens=tf.zeros([batch_size, max_length], tf.int32),
+        scores=tf.zeros([batch_size], tf.float32),
+        cache=state,
     )
-    _, _, _, tokens, scores, _ = tf.while_loop(cond, body, start)
+    end = tf.while_loop(cond, lambda s: (body(s),), (start,))[0]
+    return end.tokens, end.scores
+
+
+class BeamState(typing.NamedTuple):
+    """The loop state of beam search (K beams per sentence): `step` t; `last` [B, K] the alive
+    hypotheses' tokens at t; `alive_tokens` [B, K, L] and `alive_log_probs` [B, K] the
+    hypotheses still growing; `finished_tokens` [B, K, L] and `finished_scores` [B, K] the best
+    ended ones (log P / lp), best first; `done` [B] sentences whose search has ended; `cache`
+    the step function's state, one row per alive hypothesis."""
+
+    step: tf.Tensor
+    last: tf.Tensor
+    alive_tokens: tf.Tensor
+    alive_log_probs: tf.Tensor
+    finished_tokens: tf.Tensor
+    finished_scores: tf.Tensor
+    done: tf.Tensor
+    cache: list
+
+
+class Extensions(typing.NamedTuple):
+    """The 2K best one-token extensions of a sentence's alive hypotheses: their log P [B, 2K],
+    the alive hypothesis each extends (`parents`), the token added, the sequences [B, 2K, L],
+    and whether each ends (eos, or the sentence's length bound)."""
+
+    log_probs: tf.Tensor
+    parents: tf.Tensor
+    tokens: tf.Tensor
+    sequences: tf.Tensor
+    ending: tf.Tensor
+
+
+def _extend(state, log_probs, limits, beam_size):
+    """The 2K best extensions of the alive hypotheses, given the next-token log-probabilities
+    [B, K, V]. Two K: even if K of them end, K remain to stay alive."""
+    vocab_size = tf.shape(log_probs)[-1]
+    candidates = tf.reshape(
+        state.alive_log_probs[:, :, None] + log_probs, [tf.shape(log_probs)[0], -1]
+    )
+    top_log_probs, top_indices = tf.math.top_k(candidates, 2 * beam_size)
+    parents, tokens = top_indices // vocab_size, top_indices % vocab_size
+    sequences = _write_column(
+        tf.gather(state.alive_tokens, parents, batch_dims=1), tokens, state.step
+    )
+    reachable = top_log_probs > NEG_INF / 2  # not an extension of an empty beam
+    ending = reachable & ((tokens == EOS_ID) | (state.step + 1 >= limits)[:, None])
+    return Extensions(top_log_probs, parents, tokens, sequences, ending)
+
+
+def _keep_finished(state, extensions, alpha, beam_size):
+    """The K best of the finished hypotheses and the extensions that end now, scored
+    log P(Y) / lp(Y). With beam size 1 only the best extension may finish (greedy search)."""
+    may_finish = tf.range(2 * beam_size)[None, :] < (1 if beam_size == 1 else 2 * beam_size)
+    finishing = extensions.ending & may_finish & ~state.done[:, None]
+    ended_scores = tf.where(
+        finishing, extensions.log_probs / length_penalty(state.step + 1, alpha), NEG_INF
+    )
+    scores, chosen = tf.math.top_k(tf.concat([state.finished_scores, ended_scores], 1), beam_size)
+    tokens = tf.gather(
+        tf.concat([state.finished_tokens, extensions.sequences], 1), chosen, batch_dims=1
+    )
     return tokens, scores
 
 
-def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha):
+def _keep_alive(extensions, cache, first_rows, beam_size):
+    """The K best extensions that do not end, and the cache rows of the hypotheses they extend
+    (`first_rows` [B, 1]: the cache row of each sentence's first beam): (tokens [B, K, L],
+    log P [B, K], last tokens [B, K], cache)."""
+    log_probs, survivors = tf.math.top_k(
+        tf.where(extensions.ending, NEG_INF, extensions.log_probs), beam_size
+    )
+    tokens = tf.gather(extensions.sequences, survivors, batch_dims=1)
+    last = tf.gather(extensions.tokens, survivors, batch_dims=1)
+    rows = tf.reshape(tf.gather(extensions.parents, survivors, batch_dims=1) + first_rows, [-1])
+    return tokens, log_probs, last, tf.nest.map_structure(lambda c: tf.gather(c, rows), cache)
+
+
+def _search_ended(done, alive_log_probs, finished_scores, limits, alpha, beam_size):
+    """Early termination: a sentence ends once it has K finished hypotheses and no alive one
+    can beat the K-th (log-probabilities only fall and lp only grows, so the best an alive
+    hypothesis can reach is its log P over lp(bound)), or once no hypothesis is alive. With beam
+    size 1 the first finished hypothesis ends it."""
+    full = finished_scores[:, -1] > NEG_INF / 2
+    can_improve = alive_log_probs[:, 0] / length_penalty(limits, alpha) > finished_scores[:, -1]
+    return (
+        done
+        | (full & ~can_improve if beam_size > 1 else full)
+        | (alive_log_probs[:, 0] <= NEG_INF / 2)
+    )
+
+
+def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha, min_lengths=None):
     """Beam search over `step` (§6.1): GNMT length penalty, early termination.
 
     `state` holds tensors whose leading dimension is batch_size * beam_size (the beams of one
-    sentence adjacent). Each step ranks the 2K best extensions of the K alive hypotheses; those
-    ending in eos (or at the sentence's bound) join the finished ones, scored log P(Y) / lp(Y),
-    and the K best others stay alive. A sentence ends (early termination) once it has K finished
-    hypotheses and no alive one can beat the K-th: log-probabilities only fall and lp only
-    grows, so the best an alive hypothesis can reach is its log P over lp(bound).
-    Beam size 1 is greedy search: only the best extension can finish, and the first finished
-    hypothesis ends the sentence. Returns the n-best ids [B, K, L] (0 after eos) and their
-    scores [B, K], best first.
+    sentence adjacent). Each step ranks the 2K best extensions of the K alive hypotheses
+    (`_extend`); those ending in eos (or at the sentence's bound) join the finished ones
+    (`_keep_finished`), the K best others stay alive (`_keep_alive`), and a sentence's search
+    ends early when nothing alive can win (`_search_ended`). No hypothesis of sentence b ends
+    in eos before step min_lengths[b]. Beam size 1 is greedy search.
+    Returns the n-best ids [B, K, L] (0 after eos) and their scores [B, K], best first.
     """
     k = beam_size
-    first_rows = tf.range(batch_size)[:, None] * k  # state row of each sentence's first beam
-    may_finish = tf.range(2 * k)[None, :] < (1 if k == 1 else 2 * k)
+    first_rows = tf.range(batch_size)[:, None] * k
+    row_min_lengths = None if min_lengths is None else tf.repeat(min_lengths, k)
 
-    def body(t, last, alive_tokens, alive_log_probs, finished_tokens, finished_scores, done, state):
-        log_probs, state = step(tf.reshape(last, [-1]), state, t)
-        vocab_size = tf.shape(log_probs)[-1]
-        log_probs = tf.reshape(_without_pad_and_bos(log_probs), [batch_size, k, vocab_size])
-        candidates = alive_log_probs[:, :, None] + log_probs
-        top_scores, top_indices = tf.math.top_k(tf.reshape(candidates, [batch_size, -1]), 2 * k)
-        parents, tokens = top_indices // vocab_size, top_indices % vocab_size
-        sequences = _write_column(tf.gather(alive_tokens, parents, batch_dims=1), tokens, t)
+    def body(s):
+        log_probs, cache = step(tf.reshape(s.last, [-1]), s.cache, s.step)
+        log_probs = tf.reshape(_allowed(log_probs, s.step, row_min_lengths), [batch_size, k, -1])
+        extensions = _extend(s, log_probs, limits, k)
+        finished_tokens, finished_scores = _keep_finished(s, extensions, alpha, k)
+        alive_tokens, alive_log_probs, last, cache = _keep_alive(extensions, cache, first_rows, k)
+        done = _search_ended(s.done, alive_log_probs, finished_scores, limits, alpha, k)
+        return BeamState(
+            s.step + 1,
+            last,
+            alive_tokens,
+            alive_log_probs,
+            finished_tokens,
+            finished_scores,
+            done,
+            cache,
+        )
 
-        reachable = top_scores > NEG_INF / 2  # not an extension of an empty beam
-        ending = reachable & ((tokens == EOS_ID) | (t + 1 >= limits)[:, None])
-        finishing = ending & may_finish & ~done[:, None]
-        ended_scores = tf.where(finishing, top_scores / length_penalty(t + 1, alpha), NEG_INF)
-        finished_scores, chosen = tf.math.top_k(tf.concat([finished_scores, ended_scores], 1), k)
-        finished_tokens = tf.gather(tf.concat([finished_tokens, sequences], 1), chosen, batch_dims=1)
+    def cond(s):
+        return (s.step < max_length) & ~tf.reduce_all(s.done)
 
-        alive_log_probs, survivors = tf.math.top_k(tf.where(ending, NEG_INF, top_scores), k)
-        alive_tokens = tf.gather(sequences, survivors, batch_dims=1)
-        last = tf.gather(tokens, survivors, batch_dims=1)
-        rows = tf.reshape(tf.gather(parents, survivors, batch_dims=1) + first_rows, [-1])
-        state = tf.nest.map_structure(lambda s: tf.gather(s, rows), state)
-        full = finished_scores[:, -1] > NEG_INF / 2
-        can_improve = alive_log_probs[:, 0] / length_penalty(limits, alpha) > finished_scores[:, -1]
-        done |= (full & ~can_improve if k > 1 else full) | (alive_log_probs[:, 0] <= NEG_INF / 2)
-        return t + 1, last, alive_tokens, alive_log_probs, finished_tokens, finished_scores, done, state
-
-    def cond(t, *loop_state):
-        done = loop_state[-2]
-        return (t < max_length) & ~tf.reduce_all(done)
-
-    start = (
-        tf.constant(0),
-        tf.fill([batch_size, k], BOS_ID),
-        tf.zeros([batch_size, k, max_length], tf.int32),
-        tf.tile([[0.0] + [NEG_INF] * (k - 1)], [batch_size, 1]),  # the first step extends beam 0
-        tf.zeros([batch_size, k, max_length], tf.int32),
-        tf.fill([batch_size, k], NEG_INF),
-        tf.zeros([batch_size], tf.bool),
-        state,
+    start = BeamState(
+        step=tf.constant(0),
+        last=tf.fill([batch_size, k], BOS_ID),
+        alive_tokens=tf.zeros([batch_size, k, max_length], tf.int32),
+        alive_log_probs=tf.tile(
+            [[0.0] + [NEG_INF] * (k - 1)], [batch_size, 1]
+        ),  # the first step extends beam 0
+        finished_tokens=tf.zeros([batch_size, k, max_length], tf.int32),
+        finished_scores=tf.fill([batch_size, k], NEG_INF),
+        done=tf.zeros([batch_size], tf.bool),
+        cache=state,
     )
-    finished_tokens, finished_scores = tf.while_loop(cond, body, start)[4:6]
-    return finished_tokens, finished_scores
+    end = tf.while_loop(cond, lambda s: (body(s),), (start,))[0]
+    return end.finished_tokens, end.finished_scores
 
 
-def _greedy(model, source_ids, max_length, extra_length, use_cache):
-    source_ids, batch_size, max_length, limits = _prepare(model, source_ids, max_length, extra_length)
+def _greedy(model, source_ids, max_length, extra_length, use_cache, min_length):
+    source_ids, batch_size, max_length, limits, min_lengths = _prepare(
+        model, source_ids, max_length, extra_length, min_length
+    )
     if use_cache:
         memory, source_mask = encode(model, source_ids)
         step, state = model_step_function(model, memory, source_mask, max_length)
     else:
         step, state = _recomputing_step(model, source_ids, batch_size, max_length)
-    return greedy_decode(step, state, batch_size, limits, max_length)
+    return greedy_decode(step, state, batch_size, limits, max_length, min_lengths)
 
 
 def _recomputing_step(model, source_ids, batch_size, max_length):
@@ -204,13 +320,15 @@ def _recomputing_step(model, source_ids, batch_size, max_length):
     return step, tf.zeros([batch_size, max_length], tf.int32)
 
 
-def beam_ids(model, source_ids, beam_size, alpha, max_length, extra_length):
+def beam_ids(model, source_ids, beam_size, alpha, max_length, extra_length, min_length=1):
     """beam_search without its own tf.function, for use inside another (the Translator)."""
-    source_ids, batch_size, max_length, limits = _prepare(model, source_ids, max_length, extra_length)
+    source_ids, batch_size, max_length, limits, min_lengths = _prepare(
+        model, source_ids, max_length, extra_length, min_length
+    )
     memory, source_mask = encode(model, source_ids)
     tiled = [tf.repeat(x, beam_size, axis=0) for x in (memory, source_mask)]
     step, state = model_step_function(model, *tiled, max_length)
-    return beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha)
+    return beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha, min_lengths)
 
 
 def _compiled(model, function, jit_compile, **settings):
@@ -228,23 +346,57 @@ def _compiled(model, function, jit_compile, **settings):
     return per_model[key]
 
 
-def greedy_search(model, source_ids, max_length=None, extra_length=50, use_cache=True, jit_compile=False):
+def greedy_search(
+    model,
+    source_ids,
+    max_length=None,
+    extra_length=50,
+    use_cache=True,
+    jit_compile=False,
+    min_length=1,
+):
     """Greedy decoding of int32 source ids [B, S] (ending with eos, 0 = padding).
 
     Returns ids [B, L] int32 (no bos; eos then 0 after it). Each sentence is bounded by its
     source length + `extra_length` and by `max_length` (default: S + extra_length; pass a
-    Python int for a static, XLA-compilable loop), never beyond `config.max_length`.
-    `use_cache=False` recomputes the whole prefix each step (the official tutorial's method).
+    Python int for a static, XLA-compilable loop), never beyond `config.max_length`. A
+    non-empty source gets at least `min_length` tokens before eos (default 1: never an empty
+    translation; 0 allows one). `use_cache=False` recomputes the whole prefix each step (the
+    official tutorial's method).
     """
-    decode = _compiled(model, _greedy, jit_compile, extra_length=extra_length, use_cache=use_cache)
+    decode = _compiled(
+        model,
+        _greedy,
+        jit_compile,
+        extra_length=extra_length,
+        use_cache=use_cache,
+        min_length=min_length,
+    )
     return decode(source_ids, max_length=max_length)[0]
 
 
-def beam_search(model, source_ids, beam_size=4, alpha=0.6, max_length=None, extra_length=50, jit_compile=False):
+def beam_search(
+    model,
+    source_ids,
+    beam_size=4,
+    alpha=0.6,
+    max_length=None,
+    extra_length=50,
+    jit_compile=False,
+    min_length=1,
+):
     """Beam search of §6.1 (beam 4, alpha 0.6) on int32 source ids [B, S].
 
     Returns ids [B, beam_size, L] int32 and scores [B, beam_size] float32 (log-probability
-    over the GNMT length penalty), best first. Bounds as for `greedy_search`.
+    over the GNMT length penalty), best first. Bounds and `min_length` as for `greedy_search`.
     """
-    decode = _compiled(model, beam_ids, jit_compile, beam_size=beam_size, alpha=alpha, extra_length=extra_length)
+    decode = _compiled(
+        model,
+        beam_ids,
+        jit_compile,
+        beam_size=beam_size,
+        alpha=alpha,
+        extra_length=extra_length,
+        min_length=min_length,
+    )
     return decode(source_ids, max_length=max_length)

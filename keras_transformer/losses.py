@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_transformer.model import PAD_ID
+from keras_transformer.ids import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -28,7 +28,10 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         # -sum_k q_k log p_k with q built densely: on a CPU this is about twice as fast, forward
         # and backward, as gathering log p_y (whose gradient scatters into a [B, T, V] tensor).
         vocab_size = y_pred.shape[-1]
-        smoothed = ops.one_hot(labels, vocab_size) * (1.0 - self.label_smoothing) + self.label_smoothing / vocab_size
+        smoothed = (
+            ops.one_hot(labels, vocab_size) * (1.0 - self.label_smoothing)
+            + self.label_smoothing / vocab_size
+        )
         losses = -ops.sum(smoothed * log_probs, axis=-1)
         # Keras divides the sum by B*T; weight real tokens by B*T / count so the result is
         # the mean over real tokens (the reduction Keras itself applies to masked losses).
@@ -71,7 +74,9 @@ class MaskedAccuracy(keras.metrics.Metric):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         if sample_weight is not None:
-            raise ValueError("MaskedAccuracy weighs tokens by the padding mask; sample_weight is not supported")
+            raise ValueError(
+                "MaskedAccuracy weighs tokens by the padding mask; sample_weight is not supported"
+            )
         correct, real = _correct_and_real(y_true, y_pred)
         self.correct.assign_add(correct)
         self.total.assign_add(real)

@@ -2,34 +2,36 @@
 
 import keras
 from keras import ops
-from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 
+from keras_transformer import compat
 from keras_transformer.config import TransformerConfig
+from keras_transformer.ids import PAD_ID
 from keras_transformer.layers import Decoder, Encoder, SharedEmbedding
-
-PAD_ID = 0
+from keras_transformer.layers.stack import OPTIONS
 
 # The config fields that Encoder and Decoder take under the same names.
-STACK_FIELDS = (
-    "num_layers", "num_heads", "d_ff", "key_dim", "value_dim", "dropout", "attention_dropout",
-    "norm_first", "positional", "max_length",
-)
+STACK_FIELDS = ("num_layers", "num_heads", "d_ff", *OPTIONS, "positional", "max_length")
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Transformer(keras.Model):
+class Transformer(*compat.TRAINER_FIXES, keras.Model):
     """The encoder-decoder Transformer (Figure 1) as a functional Keras model.
 
     Inputs {"source": int [B, S], "target": int [B, T]} (0 = padding; the target is shifted
     right, starting with bos); output float32 logits [B, T, vocab_size]. The sub-layers are
-    reachable as `embedding`, `encoder` and `decoder` for incremental decoding.
+    reachable as `embedding`, `encoder` and `decoder` for incremental decoding. Under the
+    TensorFlow backend it carries `compat.TRAINER_FIXES` (tf.distribute workarounds).
     """
 
     def __init__(self, config, dtype=None, **kwargs):
         if isinstance(config, dict):
             config = TransformerConfig.from_dict(config)
         embedding = SharedEmbedding(
-            config.vocab_size, config.d_model, config.share_embeddings, dtype=dtype, name="embedding"
+            config.vocab_size,
+            config.d_model,
+            config.share_embeddings,
+            dtype=dtype,
+            name="embedding",
         )
         stack_arguments = {name: getattr(config, name) for name in STACK_FIELDS}
         encoder = Encoder(**stack_arguments, dtype=dtype, name="encoder")
@@ -41,8 +43,10 @@ class Transformer(keras.Model):
         target_mask = ops.not_equal(target, PAD_ID)
         memory = encoder(embedding(source, mode="source"), padding_mask=source_mask)
         decoded = decoder(
-            embedding(target, mode="target"), memory,
-            target_padding_mask=target_mask, source_padding_mask=source_mask,
+            embedding(target, mode="target"),
+            memory,
+            target_padding_mask=target_mask,
+            source_padding_mask=source_mask,
         )
         logits = embedding(decoded, mode="logits")
         super().__init__(inputs={"source": source, "target": target}, outputs=logits, **kwargs)
@@ -54,36 +58,6 @@ class Transformer(keras.Model):
     def call(self, inputs, training=None, mask=None):
         _check_inputs(inputs)
         return super().call(inputs, training=training, mask=mask)
-
-    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        """Builds the compiled loss and metrics from the input signature, not from a batch.
-
-        Under tf.distribute, Keras's TensorFlow trainer peeks at a batch and MEAN-reduces it
-        across replicas: that fails for dict inputs under MultiWorkerMirroredStrategy and for
-        replica shares of unequal size, and turns the ids into floats. The functional model is
-        built already and its signature is fixed, so no batch is needed.
-        """
-        if iterator is None or self._distribute_strategy is None:
-            return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
-        ids = keras.KerasTensor((None, None), "int32")
-        with self.distribute_strategy.scope():
-            self._symbolic_build(data_batch=({"source": ids, "target": ids}, ids))
-
-    def train_step(self, data):
-        return self._logs_for_reduction(super().train_step(data))
-
-    def test_step(self, data):
-        return self._logs_for_reduction(super().test_step(data))
-
-    def _logs_for_reduction(self, logs):
-        """Under MultiWorkerMirroredStrategy with several workers Keras's TensorFlow trainer
-        reduces the logs with `reduce("MEAN", axis=0)`, which fails on scalars
-        (tensorflow/tensorflow#72388); shape [1] reduces to the scalar mean."""
-        strategy = getattr(self, "_distribute_strategy", None)
-        extended = getattr(strategy, "extended", None)
-        if extended is None or not getattr(extended, "_in_multi_worker_mode", lambda: False)():
-            return logs
-        return keras.tree.map_structure(lambda value: ops.reshape(value, (1,)), logs)
 
     def get_config(self):
         return {
@@ -102,8 +76,6 @@ def _check_inputs(inputs):
     """Names what was expected when the inputs are not {"source": int [B, S], "target": int [B, T]}.
 
     Keras checks dict keys, but it would cast float ids and reshape some ranks silently.
-    Under distribution Keras builds the model on a batch averaged across replicas (floats),
-    inside its symbolic scope; dtypes are not checked there.
     """
     if not isinstance(inputs, dict):
         raise ValueError(
@@ -117,9 +89,10 @@ def _check_inputs(inputs):
             raise ValueError(
                 f"Transformer input '{name}' must have rank 2 [batch, length]; got shape {shape}"
             )
-        if "int" not in dtype and not in_symbolic_scope():
+        if "int" not in dtype:
             raise ValueError(
-                f"Transformer input '{name}' must hold integer token ids (0 = padding); got dtype {dtype}"
+                f"Transformer input '{name}' must hold integer token ids (0 = padding); got dtype "
+                f"{dtype}"
             )
 
 

@@ -16,7 +16,9 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def __init__(self, d_model, warmup_steps=4000, scale=1.0):
         if d_model < 1 or warmup_steps < 1:
-            raise ValueError(f"d_model and warmup_steps must be >= 1, got {d_model}, {warmup_steps}")
+            raise ValueError(
+                f"d_model and warmup_steps must be >= 1, got {d_model}, {warmup_steps}"
+            )
         if not scale > 0:
             raise ValueError(f"scale must be positive, got {scale}")
         self.d_model = d_model
@@ -25,8 +27,10 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def __call__(self, iterations):
         step = ops.cast(iterations, "float32") + 1.0
-        return float(self.scale) * float(self.d_model) ** -0.5 * ops.minimum(
-            ops.rsqrt(step), step * float(self.warmup_steps) ** -1.5
+        return (
+            float(self.scale)
+            * float(self.d_model) ** -0.5
+            * ops.minimum(ops.rsqrt(step), step * float(self.warmup_steps) ** -1.5)
         )
 
     def get_config(self):
@@ -37,7 +41,9 @@ def create_optimizer(config):
     """Adam(beta_1=0.9, beta_2=0.98, epsilon=1e-9) with the schedule of Eq. 3 (§5.3), times
     `config.learning_rate_scale`."""
     return keras.optimizers.Adam(
-        learning_rate=TransformerSchedule(config.d_model, config.warmup_steps, config.learning_rate_scale),
+        learning_rate=TransformerSchedule(
+            config.d_model, config.warmup_steps, config.learning_rate_scale
+        ),
         beta_1=0.9,
         beta_2=0.98,
         epsilon=1e-9,

@@ -4,11 +4,11 @@ sentencepiece and applied inside the TensorFlow graph by tensorflow-text.
 Running in the graph is what lets an exported model take raw strings: TensorFlow Serving links
 the tensorflow-text ops. Text is normalized the same way when the vocabulary is trained and when
 it is applied: invalid UTF-8 is replaced by U+FFFD, then NFKC, then U+2581 (sentencepiece's
-word-boundary mark) becomes a space, then leading and trailing ASCII whitespace is stripped. `detokenize(tokenize(s)) == normalize(s)` for any string: byte fallback
-spells characters outside the vocabulary as UTF-8 bytes, so nothing becomes <unk>.
+word-boundary mark) becomes a space, then leading and trailing ASCII whitespace is stripped.
+`detokenize(tokenize(s)) == normalize(s)` for any string: byte fallback spells characters
+outside the vocabulary as UTF-8 bytes, so nothing becomes <unk>.
 """
 
-import hashlib
 import io
 import pathlib
 import unicodedata
@@ -16,10 +16,10 @@ import unicodedata
 import sentencepiece
 import tensorflow as tf
 import tensorflow_text as tf_text
-from tensorflow_text.python.ops import sentencepiece_tokenizer as tf_text_sentencepiece
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
+from keras_transformer.compat import sentencepiece_tokenizer
+from keras_transformer.ids import BOS_ID, EOS_ID, PAD_ID, SPECIAL_IDS, UNK_ID
+
 BYTE_PIECES = 256
 ASCII_WHITESPACE = " \t\n\r\f\v"
 WORD_BOUNDARY = "\u2581"  # sentencepiece's own space mark; it cannot survive detokenization
@@ -43,22 +43,6 @@ def checked_processor(model_proto):
     return processor
 
 
-class _NamedSentencepieceResource(tf_text_sentencepiece._SentencepieceModelResource):
-    """tensorflow-text's sentencepiece model resource, under a shared name.
-
-    tensorflow-text 2.21 makes the resource private to its kernel, and TensorFlow destroys it
-    whenever it clears the eager kernel cache, which `tf.random.set_seed` (and so
-    `keras.utils.set_random_seed`) does: every later call failed with "Resource ... does not
-    exist". A shared name, taken from the model's hash, keeps it in the resource manager.
-    """
-
-    def _create_resource(self):
-        shared_name = "keras_transformer_sentencepiece_" + hashlib.sha256(self._model).hexdigest()[:24]
-        return tf_text_sentencepiece.gen_sentencepiece_tokenizer.sentencepiece_op(
-            model=self._model, shared_name=shared_name
-        )
-
-
 class SubwordTokenizer(tf.Module):
     """A sentencepiece BPE model with ids pad=0, unk=1, bos=2, eos=3, shared by both languages.
 
@@ -72,8 +56,7 @@ class SubwordTokenizer(tf.Module):
         processor = checked_processor(self.model_proto)
         self.vocab_size = processor.get_piece_size()
         self._processor = processor
-        self._sentencepiece = tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
-        self._sentencepiece._model_resource = _NamedSentencepieceResource(self.model_proto, name)
+        self._sentencepiece = sentencepiece_tokenizer(self.model_proto, name)
 
     @classmethod
     def train(cls, texts, vocab_size, path, character_coverage=0.9995, max_sentences=2_000_000):
@@ -86,7 +69,8 @@ class SubwordTokenizer(tf.Module):
         minimum = len(SPECIAL_IDS) + BYTE_PIECES + 1
         if vocab_size < minimum:
             raise ValueError(
-                f"vocab_size must be at least {minimum} (4 special ids and 256 byte pieces); got {vocab_size}"
+                f"vocab_size must be at least {minimum} (4 special ids and 256 byte pieces); got "
+                f"{vocab_size}"
             )
         sentences = (line for line in map(normalize_text, texts) if line)
         model = io.BytesIO()
@@ -135,7 +119,9 @@ class SubwordTokenizer(tf.Module):
         strings = tf.strings.unicode_transcode(
             strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
         )
-        strings = tf.strings.regex_replace(tf_text.normalize_utf8(strings, "NFKC"), WORD_BOUNDARY, " ")
+        strings = tf.strings.regex_replace(
+            tf_text.normalize_utf8(strings, "NFKC"), WORD_BOUNDARY, " "
+        )
         return tf.strings.strip(strings)
 
     def tokenize(self, strings, padded=False):
@@ -153,7 +139,9 @@ class SubwordTokenizer(tf.Module):
         before_eos = tf.math.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=1) == 0
         keep = before_eos & (ids != PAD_ID) & (ids != BOS_ID)
         text = self._sentencepiece.detokenize(tf.ragged.boolean_mask(ids, keep))
-        return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+        return tf.strings.unicode_transcode(
+            text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+        )
 
     def id_to_piece(self, token_id):
         return self._processor.id_to_piece(int(token_id))

@@ -1,5 +1,5 @@
 """Strings in, translations out: the model, its tokenizer and beam search (§6.1) as one
-`tf.Module`, exported in the layout TensorFlow Serving loads.
+`tf.Module`, saved as a SavedModel (serving/packaging.py lays it out for TensorFlow Serving).
 
 The `translate` signature takes a batch of strings [B] and returns dense tensors with a
 batch dimension: `translation` [B] string, `score` [B] float32 (log-probability over the
@@ -7,20 +7,13 @@ length penalty), `tokens` [B, L] int32 (0 after eos). It uses only core TensorFl
 tensorflow-text ops, which the model server links.
 """
 
-import os
-import pathlib
-import shutil
-import tempfile
 import types
 
 import numpy as np
 import tensorflow as tf
 
 from keras_transformer.decoding import beam_ids, encoder_decoder_attention
-from keras_transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
-
-WARMUP_SENTENCES = ("Guten Morgen.", "Das ist ein Test.", "")
-WARMUP_FILE = pathlib.PurePath("assets.extra", "tf_serving_warmup_requests")
+from keras_transformer.ids import BOS_ID, EOS_ID, PAD_ID
 
 
 class Translator(tf.Module):
@@ -28,10 +21,21 @@ class Translator(tf.Module):
 
     Source sentences longer than `max_source_length` subword tokens (default: the model's
     `config.max_length`, eos included) are truncated to it; each translation is at most
-    source length + `extra_length` tokens (§6.1). `beam_size=1` is greedy search.
+    source length + `extra_length` tokens (§6.1), and, for a non-empty source, at least
+    `min_length` (default 1: never empty). `beam_size=1` is greedy search.
     """
 
-    def __init__(self, model, tokenizer, beam_size=4, alpha=0.6, extra_length=50, max_source_length=None, name="translator"):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        beam_size=4,
+        alpha=0.6,
+        extra_length=50,
+        max_source_length=None,
+        min_length=1,
+        name="translator",
+    ):
         super().__init__(name=name)
         if tokenizer.vocab_size != model.config.vocab_size:
             raise ValueError(
@@ -54,6 +58,7 @@ class Translator(tf.Module):
         self.alpha = alpha
         self.extra_length = extra_length
         self.max_source_length = max_source_length
+        self.min_length = min_length
         self.translate = tf.function(
             self._translate, input_signature=[tf.TensorSpec([None], tf.string, name="sentences")]
         )
@@ -61,6 +66,13 @@ class Translator(tf.Module):
     @property
     def model(self):
         return self._keras.model
+
+    def save(self, directory):
+        """Writes the SavedModel to `directory`: the tokenizer's model inside, the `translate`
+        signature under its own name and as `serving_default`."""
+        signatures = {"serving_default": self.translate, "translate": self.translate}
+        tf.saved_model.save(self, str(directory), signatures=signatures)
+        return directory
 
     def source_ids(self, sentences):
         """Subword ids of `sentences` with eos, truncated to max_source_length, padded [B, S]."""
@@ -71,69 +83,33 @@ class Translator(tf.Module):
     def _translate(self, sentences):
         source = self.source_ids(sentences)
         ids, scores = beam_ids(
-            self.model, source, self.beam_size, self.alpha, max_length=None, extra_length=self.extra_length
+            self.model,
+            source,
+            self.beam_size,
+            self.alpha,
+            max_length=None,
+            extra_length=self.extra_length,
+            min_length=self.min_length,
         )
         tokens = ids[:, 0]
-        return {"translation": self.tokenizer.detokenize(tokens), "score": scores[:, 0], "tokens": tokens}
+        return {
+            "translation": self.tokenizer.detokenize(tokens),
+            "score": scores[:, 0],
+            "tokens": tokens,
+        }
 
     def attention(self, sentence):
         """The encoder-decoder attention (§3.2.3) behind the translation of one sentence:
-        (source pieces [S], translation pieces [T] with eos, float32 weights [layers, heads, T, S])."""
+        (source pieces [S], translation pieces [T] with eos, float32 weights
+        [layers, heads, T, S])."""
         source_ids = self.source_ids(tf.constant([sentence]))
         tokens = self.translate(tf.constant([sentence]))["tokens"][0].numpy()
         tokens = tokens[tokens != PAD_ID]
         target_in = np.concatenate([[BOS_ID], tokens[:-1]])[None].astype("int32")
         weights = encoder_decoder_attention(self.model, source_ids, target_in)
         pieces = [self.tokenizer.id_to_piece(int(i)) for i in source_ids[0].numpy()]
-        return pieces, [self.tokenizer.id_to_piece(int(i)) for i in tokens], np.stack([np.asarray(w[0], "float32") for w in weights])
-
-
-def export_saved_model(translator, base_dir, version=None):
-    """Writes `translator` as `base_dir/<version>/`, the layout TensorFlow Serving watches.
-
-    `version` defaults to the next integer after the existing ones. The SavedModel (with the
-    tokenizer's model inside; `translate`, also as `serving_default`) and warm-up requests in
-    `assets.extra/tf_serving_warmup_requests` are written to a temporary directory that is
-    renamed into place, so the server never sees a half-written version; an existing version
-    is never overwritten. Returns the version directory.
-    """
-    base_dir = pathlib.Path(base_dir)
-    base_dir.mkdir(parents=True, exist_ok=True)
-    existing = [int(p.name) for p in base_dir.iterdir() if p.is_dir() and p.name.isdigit()]
-    version = max(existing, default=0) + 1 if version is None else int(version)
-    target = base_dir / str(version)
-    if target.exists():
-        raise FileExistsError(f"{target} already exists; a served version is never overwritten")
-    staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{version}-", dir=base_dir))
-    try:
-        signatures = {"serving_default": translator.translate, "translate": translator.translate}
-        tf.saved_model.save(translator, str(staging), signatures=signatures)
-        write_warmup_requests(staging / WARMUP_FILE, base_dir.name)
-        staging.chmod(0o755)  # mkdtemp's 0700 would hide the model from a server run as another user
-        try:
-            os.rename(staging, target)
-        except OSError as error:  # another export took this version meanwhile
-            raise FileExistsError(f"{target} already exists; a served version is never overwritten") from error
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return target
-
-
-def write_warmup_requests(path, model_name, sentences=WARMUP_SENTENCES):
-    """TensorFlow Serving's warm-up file: PredictionLog records the server replays on load."""
-    try:
-        from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
-    except ImportError as error:
-        raise ImportError(
-            "writing TensorFlow Serving warm-up requests needs tensorflow-serving-api: "
-            "pip install 'keras-transformer[serving]'"
-        ) from error
-    path.parent.mkdir(parents=True, exist_ok=True)
-    request = predict_pb2.PredictRequest(
-        model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serving_default")
-    )
-    request.inputs["sentences"].CopyFrom(tf.make_tensor_proto(list(sentences), dtype=tf.string))
-    record = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        writer.write(record.SerializeToString())
+        return (
+            pieces,
+            [self.tokenizer.id_to_piece(int(i)) for i in tokens],
+            np.stack([np.asarray(w[0], "float32") for w in weights]),
+        )

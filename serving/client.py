@@ -61,12 +61,25 @@ class TranslationClient:
     protocol = None
     default_port = None
 
-    def __init__(self, host="localhost", port=None, model="transformer", signature=SIGNATURE, version=None,
-                 label=None, timeout=30.0, retries=3, max_request_bytes=MAX_REQUEST_BYTES, batch_size=BATCH_SIZE):
+    def __init__(
+        self,
+        host="localhost",
+        port=None,
+        model="transformer",
+        signature=SIGNATURE,
+        version=None,
+        label=None,
+        timeout=30.0,
+        retries=3,
+        max_request_bytes=MAX_REQUEST_BYTES,
+        batch_size=BATCH_SIZE,
+    ):
         if version is not None and label is not None:
             raise ValueError("pin a model version or a version label, not both")
         if timeout <= 0 or retries < 0 or max_request_bytes <= 0 or batch_size < 1:
-            raise ValueError("timeout, max_request_bytes and batch_size must be positive and retries at least 0")
+            raise ValueError(
+                "timeout, max_request_bytes and batch_size must be positive and retries at least 0"
+            )
         self.host, self.port = host, port or self.default_port
         self.model, self.signature, self.version, self.label = model, signature, version, label
         self.timeout, self.retries, self.max_request_bytes = timeout, retries, max_request_bytes
@@ -94,7 +107,10 @@ class TranslationClient:
         for index, sentence in enumerate(sentences):
             if not isinstance(sentence, str):
                 raise TypeError(f"sentence {index} is a {type(sentence).__name__}, not a str")
-        batches = [sentences[start : start + self.batch_size] for start in range(0, len(sentences), self.batch_size)]
+        batches = [
+            sentences[start : start + self.batch_size]
+            for start in range(0, len(sentences), self.batch_size)
+        ]
         requests = [self._predict_request(batch) for batch in batches]
         for batch, (_, size) in zip(batches, requests):
             if size > self.max_request_bytes:
@@ -104,10 +120,17 @@ class TranslationClient:
                 )
         results = []
         for batch, (request, _) in zip(batches, requests):
-            translations, scores = self._call(lambda timeout: self._predict(request, timeout))
+            translations, scores = self._call(
+                lambda timeout, request=request: self._predict(request, timeout)
+            )
             if len(translations) != len(batch):
-                raise ServingError(f"{self.target} answered {len(translations)} translations for {len(batch)} sentences")
-            results += [Translation(text, float(score)) for text, score in zip(translations, scores)]
+                raise ServingError(
+                    f"{self.target} answered {len(translations)} translations for {len(batch)} "
+                    "sentences"
+                )
+            results += [
+                Translation(text, float(score)) for text, score in zip(translations, scores)
+            ]
         return results
 
     def status(self):
@@ -132,7 +155,8 @@ class TranslationClient:
             except _Unavailable as error:
                 last = error
         raise ServingError(
-            f"{self.target} is unavailable ({self.protocol}, {attempts} attempts within {self.timeout:g} s): {last}",
+            f"{self.target} is unavailable ({self.protocol}, {attempts} attempts within "
+            f"{self.timeout:g} s): {last}",
             code="UNAVAILABLE",
         )
 
@@ -152,7 +176,9 @@ class RestClient(TranslationClient):
         return url + suffix
 
     def _predict_request(self, sentences):
-        body = json.dumps({"signature_name": self.signature, "instances": sentences}).encode("utf-8")
+        body = json.dumps({"signature_name": self.signature, "instances": sentences}).encode(
+            "utf-8"
+        )
         return body, len(body)
 
     def _predict(self, body, timeout):
@@ -161,7 +187,9 @@ class RestClient(TranslationClient):
             predictions = answer["predictions"]
             return [p["translation"] for p in predictions], [p["score"] for p in predictions]
         except (KeyError, TypeError) as error:
-            raise ServingError(f"{self._url(':predict')}: unexpected answer {str(answer)[:200]!r}") from error
+            raise ServingError(
+                f"{self._url(':predict')}: unexpected answer {str(answer)[:200]!r}"
+            ) from error
 
     def _status(self, timeout):
         return self._http(self._url(), None, timeout)
@@ -170,7 +198,9 @@ class RestClient(TranslationClient):
         return self._http(self._url("/metadata"), None, timeout)
 
     def _http(self, url, body, timeout):
-        request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            url, data=body, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 return json.loads(response.read().decode("utf-8"))
@@ -186,10 +216,16 @@ class RestClient(TranslationClient):
             if error.code == 503:
                 raise _Unavailable(message) from error
             raise ServingError(f"{url}: HTTP {error.code}: {message}", code=error.code) from error
-        except (urllib.error.URLError, ConnectionError, TimeoutError) as error:  # socket.timeout is TimeoutError
+        except (
+            urllib.error.URLError,
+            ConnectionError,
+            TimeoutError,
+        ) as error:  # socket.timeout is TimeoutError
             reason = getattr(error, "reason", error)
             if isinstance(reason, TimeoutError):
-                raise ServingError(f"{url}: no answer within {timeout:.3g} s", code="DEADLINE_EXCEEDED") from error
+                raise ServingError(
+                    f"{url}: no answer within {timeout:.3g} s", code="DEADLINE_EXCEEDED"
+                ) from error
             raise _Unavailable(reason) from error
         except http.client.HTTPException as error:  # the connection broke off mid-answer
             raise _Unavailable(f"{type(error).__name__}: {error}") from error
@@ -208,7 +244,11 @@ class GrpcClient(TranslationClient):
         self._grpc = grpc
         limit = self.max_request_bytes + (1 << 16)
         self._channel = grpc.insecure_channel(
-            self.target, options=[("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", -1)]
+            self.target,
+            options=[
+                ("grpc.max_send_message_length", limit),
+                ("grpc.max_receive_message_length", -1),
+            ],
         )
         self._predictions = prediction_service_pb2_grpc.PredictionServiceStub(self._channel)
         self._models = model_service_pb2_grpc.ModelServiceStub(self._channel)
@@ -262,7 +302,11 @@ class GrpcClient(TranslationClient):
         response.metadata["signature_def"].Unpack(signatures)
         spec = response.model_spec
         return {
-            "model_spec": {"name": spec.name, "signature_name": spec.signature_name, "version": str(spec.version.value)},
+            "model_spec": {
+                "name": spec.name,
+                "signature_name": spec.signature_name,
+                "version": str(spec.version.value),
+            },
             "metadata": {"signature_def": _as_json(signatures)},
         }
 
@@ -274,8 +318,12 @@ class GrpcClient(TranslationClient):
             if code == self._grpc.StatusCode.UNAVAILABLE:
                 raise _Unavailable(error.details()) from error
             if code == self._grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise ServingError(f"{self.target}: no answer within {timeout:.3g} s", code=code.name) from error
-            raise ServingError(f"{self.target}: {code.name}: {error.details()}", code=code.name) from error
+                raise ServingError(
+                    f"{self.target}: no answer within {timeout:.3g} s", code=code.name
+                ) from error
+            raise ServingError(
+                f"{self.target}: {code.name}: {error.details()}", code=code.name
+            ) from error
 
 
 def _as_json(message):
@@ -283,7 +331,9 @@ def _as_json(message):
     values included."""
     from google.protobuf import json_format
 
-    return json_format.MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+    return json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
 
 
 CLIENTS = {"rest": RestClient, "grpc": GrpcClient}
@@ -308,45 +358,97 @@ def main(argv=None, stdin=None):
 
     parser = argparse.ArgumentParser(
         prog="python -m serving.client",
-        description="Translate sentences with a TensorFlow Serving model server, or show the model's status or metadata.",
+        description=(
+            "Translate sentences with a TensorFlow Serving model server, or show the "
+            "model's status or metadata."
+        ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("sentences", nargs="*", help="sentences to translate (else --file, else stdin, one per line)")
+    parser.add_argument(
+        "sentences",
+        nargs="*",
+        help="sentences to translate (else --file, else stdin, one per line)",
+    )
     parser.add_argument("--file", type=pathlib.Path, help="a UTF-8 file of sentences, one per line")
-    parser.add_argument("--protocol", choices=sorted(CLIENTS), default="rest", help="REST (port 8501) or gRPC (port 8500)")
+    parser.add_argument(
+        "--protocol",
+        choices=sorted(CLIENTS),
+        default="rest",
+        help="REST (port 8501) or gRPC (port 8500)",
+    )
     parser.add_argument("--host", default="localhost", help="the model server's host")
-    parser.add_argument("--port", type=int, default=None, help="its port (default: 8501 for REST, 8500 for gRPC)")
-    parser.add_argument("--model", default="transformer", help="the model name in the server's models.config")
+    parser.add_argument(
+        "--port", type=int, default=None, help="its port (default: 8501 for REST, 8500 for gRPC)"
+    )
+    parser.add_argument(
+        "--model", default="transformer", help="the model name in the server's models.config"
+    )
     parser.add_argument("--signature", default=SIGNATURE, help="the signature to call")
     pinned = parser.add_mutually_exclusive_group()
-    pinned.add_argument("--version", type=int, default=None, help="a model version (default: the server's choice)")
+    pinned.add_argument(
+        "--version", type=int, default=None, help="a model version (default: the server's choice)"
+    )
     pinned.add_argument("--label", default=None, help="a version label, e.g. stable or canary")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds before a call gives up, retries included")
-    parser.add_argument("--retries", type=int, default=3, help="retries while the server answers UNAVAILABLE")
-    parser.add_argument("--max-request-bytes", type=int, default=MAX_REQUEST_BYTES, help="larger requests are refused before they are sent")
-    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE,
-                        help="sentences per request (at most batching.config's max_batch_size)")
-    parser.add_argument("--scores", action="store_true", help="print each translation's score before it")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="seconds before a call gives up, retries included",
+    )
+    parser.add_argument(
+        "--retries", type=int, default=3, help="retries while the server answers UNAVAILABLE"
+    )
+    parser.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=MAX_REQUEST_BYTES,
+        help="larger requests are refused before they are sent",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=BATCH_SIZE,
+        help="sentences per request (at most batching.config's max_batch_size)",
+    )
+    parser.add_argument(
+        "--scores", action="store_true", help="print each translation's score before it"
+    )
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--status", action="store_true", help="print the model's version status (JSON)")
-    action.add_argument("--metadata", action="store_true", help="print the model's signatures (JSON)")
+    action.add_argument(
+        "--status", action="store_true", help="print the model's version status (JSON)"
+    )
+    action.add_argument(
+        "--metadata", action="store_true", help="print the model's signatures (JSON)"
+    )
     add_verbose_flag(parser)
     args = parser.parse_args(argv)
 
     client = None
     try:
         client = CLIENTS[args.protocol](
-            args.host, args.port, model=args.model, signature=args.signature, version=args.version, label=args.label,
-            timeout=args.timeout, retries=args.retries, max_request_bytes=args.max_request_bytes, batch_size=args.batch_size,
+            args.host,
+            args.port,
+            model=args.model,
+            signature=args.signature,
+            version=args.version,
+            label=args.label,
+            timeout=args.timeout,
+            retries=args.retries,
+            max_request_bytes=args.max_request_bytes,
+            batch_size=args.batch_size,
         )
         if args.status or args.metadata:
             print(json.dumps(client.status() if args.status else client.metadata(), indent=2))
             return
         sentences = read_sentences(args, stdin or sys.stdin)
         if not sentences:
-            raise ValueError("nothing to translate: give sentences as arguments, with --file, or on stdin")
+            raise ValueError(
+                "nothing to translate: give sentences as arguments, with --file, or on stdin"
+            )
         for result in client.translate(sentences):
-            print(f"{result.score:.4f}\t{result.translation}" if args.scores else result.translation)
+            print(
+                f"{result.score:.4f}\t{result.translation}" if args.scores else result.translation
+            )
     except (ValueError, TypeError, ServingError) as error:
         parser.exit(1, f"error: {error}\n")
     finally:

@@ -1,6 +1,6 @@
 """Export a trained model as a TensorFlow Serving SavedModel with a `translate` signature.
 
-    python -m serving.export --checkpoint runs/demo/model.keras --out exports/transformer
+python -m serving.export --model runs/demo/model.keras --out exports/transformer
 """
 
 import argparse
@@ -15,37 +15,69 @@ def main(argv=None):
         description="Write a SavedModel whose serving_default signature translates strings "
         "(beam search, §6.1) into OUT/<version>/, the layout TensorFlow Serving loads.",
     )
-    parser.add_argument("--checkpoint", type=pathlib.Path, required=True,
-                        help="the trained model, a .keras file written by model.save")
-    parser.add_argument("--tokenizer", type=pathlib.Path, default=None,
-                        help="its sentencepiece model (default: tokenizer.model beside the checkpoint)")
-    parser.add_argument("--out", type=pathlib.Path, required=True,
-                        help="the model's base directory, e.g. exports/transformer")
-    parser.add_argument("--version", type=int, default=None,
-                        help="version number (default: one more than the highest present)")
-    parser.add_argument("--beam-size", type=int, default=4, help="beam width (1 = greedy; paper: 4)")
-    parser.add_argument("--alpha", type=float, default=0.6, help="length penalty alpha (paper: 0.6)")
-    parser.add_argument("--extra-length", type=int, default=50,
-                        help="a translation is at most source length + this many tokens (paper: 50)")
+    parser.add_argument(
+        "--model",
+        type=pathlib.Path,
+        required=True,
+        help="the trained model: a .keras file, or a run's step checkpoint (.weights.npz)",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        type=pathlib.Path,
+        default=None,
+        help=(
+            "its sentencepiece model (default: tokenizer.model beside the model or in its run "
+            "directory)"
+        ),
+    )
+    parser.add_argument(
+        "--out",
+        type=pathlib.Path,
+        required=True,
+        help="the model's base directory, e.g. exports/transformer",
+    )
+    parser.add_argument(
+        "--version",
+        type=int,
+        default=None,
+        help="version number (default: one more than the highest present)",
+    )
+    parser.add_argument(
+        "--beam-size", type=int, default=4, help="beam width (1 = greedy; paper: 4)"
+    )
+    parser.add_argument(
+        "--alpha", type=float, default=0.6, help="length penalty alpha (paper: 0.6)"
+    )
+    parser.add_argument(
+        "--extra-length",
+        type=int,
+        default=50,
+        help="a translation is at most source length + this many tokens (paper: 50)",
+    )
     add_verbose_flag(parser)
     args = parser.parse_args(argv)
 
-    import keras
-
     import keras_transformer as kt
+    from serving.packaging import export_for_serving
+    from training import run_dir
 
-    tokenizer_path = args.tokenizer or args.checkpoint.with_name("tokenizer.model")
-    for path, what in ((args.checkpoint, "checkpoint"), (tokenizer_path, "tokenizer")):
+    tokenizer_path = args.tokenizer or run_dir.tokenizer_beside(args.model)
+    for path, what in ((args.model, "model"), (tokenizer_path, "tokenizer")):
         if not path.is_file():
             parser.error(f"{what} {path} does not exist")
-    model = keras.models.load_model(args.checkpoint)
-    tokenizer = kt.SubwordTokenizer.load(tokenizer_path)
     try:
-        translator = kt.Translator(model, tokenizer, args.beam_size, args.alpha, args.extra_length)
-        version_dir = kt.export_saved_model(translator, args.out, args.version)
+        model = run_dir.load_model(args.model)
+        translator = kt.Translator(
+            model,
+            kt.SubwordTokenizer.load(tokenizer_path),
+            args.beam_size,
+            args.alpha,
+            args.extra_length,
+        )
+        version_dir = export_for_serving(translator, args.out, args.version)
     except (ValueError, FileExistsError) as error:
         parser.exit(1, f"error: {error}\n")
-    print(f"exported {args.checkpoint} to {version_dir}")
+    print(f"exported {args.model} to {version_dir}")
 
 
 if __name__ == "__main__":

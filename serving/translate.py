@@ -1,25 +1,15 @@
 """Translate with an exported SavedModel, loaded with only tensorflow and tensorflow_text.
 
-    python -m serving.translate --model exports/transformer "Guten Morgen."
-    echo "Guten Morgen." | python -m serving.translate --model exports/transformer
+python -m serving.translate --model exports/transformer "Guten Morgen."
+echo "Guten Morgen." | python -m serving.translate --model exports/transformer
 """
 
 import argparse
 import pathlib
 import sys
 
+from serving.packaging import latest_version
 from training.console import add_verbose_flag
-
-
-def latest_version(model_dir):
-    """`model_dir` itself if it holds a SavedModel, else its highest numbered version."""
-    model_dir = pathlib.Path(model_dir)
-    if (model_dir / "saved_model.pb").is_file():
-        return model_dir
-    versions = sorted((int(p.name), p) for p in model_dir.glob("*") if p.name.isdigit() and p.is_dir())
-    if not versions:
-        raise FileNotFoundError(f"{model_dir} holds no SavedModel and no numbered version directory")
-    return versions[-1][1]
 
 
 def main(argv=None):
@@ -27,10 +17,18 @@ def main(argv=None):
         prog="python -m serving.translate",
         description="Translate sentences with an exported model (its serving_default signature).",
     )
-    parser.add_argument("--model", type=pathlib.Path, required=True,
-                        help="a version directory, or a model base directory (its highest version is used)")
-    parser.add_argument("--scores", action="store_true", help="print each translation's score before it")
-    parser.add_argument("sentences", nargs="*", help="sentences to translate (default: one per line on stdin)")
+    parser.add_argument(
+        "--model",
+        type=pathlib.Path,
+        required=True,
+        help="a version directory, or a model base directory (its highest version is used)",
+    )
+    parser.add_argument(
+        "--scores", action="store_true", help="print each translation's score before it"
+    )
+    parser.add_argument(
+        "sentences", nargs="*", help="sentences to translate (default: one per line on stdin)"
+    )
     add_verbose_flag(parser)
     args = parser.parse_args(argv)
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]

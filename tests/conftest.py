@@ -22,7 +22,10 @@ def random_ids(rng, batch, length, vocab_size, low=4):
     return rng.integers(low, vocab_size, (batch, length)).astype("int32")
 
 
-GERMAN_WORDS = "der die das Haus ist groß klein und ein eine Katze Hund schläft läuft schnell heute Straße grün".split()
+GERMAN_WORDS = (
+    "der die das Haus ist groß klein und ein eine Katze Hund schläft läuft schnell heute Straße "
+    "grün"
+).split()
 ENGLISH_WORDS = "the house is big small and a cat dog sleeps runs fast today street green".split()
 
 
@@ -57,7 +60,12 @@ def number_pairs(n, seed):
     pairs = []
     for _ in range(n):
         digits = rng.integers(0, 10, rng.integers(2, 7))
-        pairs.append((" ".join(GERMAN_NUMBERS[d] for d in digits), " ".join(ENGLISH_NUMBERS[d] for d in digits)))
+        pairs.append(
+            (
+                " ".join(GERMAN_NUMBERS[d] for d in digits),
+                " ".join(ENGLISH_NUMBERS[d] for d in digits),
+            )
+        )
     return pairs
 
 

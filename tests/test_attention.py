@@ -32,9 +32,9 @@ def reference_multi_head(layer, query, memory, mask=None):
     h, dk, dv = layer.num_heads, layer.depth_k, layer.depth_v
     heads = []
     for i in range(h):
-        qi = query @ wq[:, i * dk:(i + 1) * dk]
-        ki = memory @ wk[:, i * dk:(i + 1) * dk]
-        vi = memory @ wv[:, i * dv:(i + 1) * dv]
+        qi = query @ wq[:, i * dk : (i + 1) * dk]
+        ki = memory @ wk[:, i * dk : (i + 1) * dk]
+        vi = memory @ wv[:, i * dv : (i + 1) * dv]
         logits = qi @ ki.swapaxes(-1, -2) / np.sqrt(dk)
         if mask is not None:
             logits = np.where(mask[:, None, :], logits, -np.inf)
@@ -105,7 +105,7 @@ def test_self_attention_cache_equals_full_causal_pass():
     cache = layer.empty_cache(2, 7)
     steps = []
     for t in range(7):
-        out, cache = layer(x[:, t:t + 1], cache=cache, cache_index=t)
+        out, cache = layer(x[:, t : t + 1], cache=cache, cache_index=t)
         steps.append(out)
     np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
     # A chunk of several positions at once writes them all.
@@ -137,7 +137,9 @@ def test_attention_dropout_only_in_training():
     np.testing.assert_allclose(layer(x, training=False), no_dropout(x), atol=1e-6)
     _, weights = layer(x, training=True, return_attention_scores=True)
     assert not np.allclose(layer(x, training=True), no_dropout(x), atol=1e-3)
-    np.testing.assert_allclose(np.asarray(weights).sum(-1), 1.0, atol=1e-5)  # returned before dropout
+    np.testing.assert_allclose(
+        np.asarray(weights).sum(-1), 1.0, atol=1e-5
+    )  # returned before dropout
 
 
 @pytest.mark.parametrize(
@@ -164,10 +166,14 @@ def test_additive_float_mask_is_refused_not_inverted():
     additive = np.array([[0.0, 0.0, -1e9]], "float32")
     with pytest.raises(ValueError, match="must be boolean .* got dtype float32"):
         layer(x, attention_mask=additive)
-    _, weights = layer(x, attention_mask=np.array([[1, 1, 0]], "int32"), return_attention_scores=True)
+    _, weights = layer(
+        x, attention_mask=np.array([[1, 1, 0]], "int32"), return_attention_scores=True
+    )
     assert np.all(np.asarray(weights)[..., 2] == 0.0)
 
 
 def test_indivisible_d_model_needs_explicit_key_dim():
-    with pytest.raises(ValueError, match="key_dim is not given and d_model=10 is not divisible by num_heads=3"):
+    with pytest.raises(
+        ValueError, match="key_dim is not given and d_model=10 is not divisible by num_heads=3"
+    ):
         MultiHeadAttention(num_heads=3)(np.zeros((1, 2, 10), "float32"))

@@ -12,7 +12,14 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
     output = tmp_path / "results.md"
     bench.main(["--quick", "--output", str(output)])
     text = output.read_text()
-    for heading in ("## Training step", "## Decoding", "## Exported SavedModel", "## Padding efficiency", "## Peak resident host memory"):
+    for heading in (
+        "## Training step",
+        "## Keras backends",
+        "## Decoding",
+        "## Exported SavedModel",
+        "## Padding efficiency",
+        "## Peak resident host memory",
+    ):
         assert heading in text
     results = json.loads((tmp_path / "results.json").read_text())
     (training,) = results["training"]
@@ -21,7 +28,16 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
         assert row["tokens_per_second"] > 0 and 0 < row["mfu"] < 1
     low, median, high = training["rows"]["keras-transformer"]["speed_over_peer"]
     assert 0 < low <= median <= high
-    assert set(results["decoding"][0]["rows"]) == {"greedy, cached", "greedy, full recomputation", "beam 4, cached", "KerasHub greedy, cached"}
+    (backends,) = results["backends"]  # jax is in the dev extras
+    assert set(backends["rows"]) == {"tensorflow", "jax"}
+    assert backends["rows"]["tensorflow"]["speed_over_tensorflow"] == 1.0
+    assert all(row["tokens_per_second"] > 0 for row in backends["rows"].values())
+    assert set(results["decoding"][0]["rows"]) == {
+        "greedy, cached",
+        "greedy, full recomputation",
+        "beam 4, cached",
+        "KerasHub greedy, cached",
+    }
     assert results["padding_efficiency"]["True"] > results["padding_efficiency"]["False"]
     assert results["memory"]["training"]["peak_mib"] > 0
 
@@ -41,7 +57,9 @@ def test_training_benchmark_runs_with_xla_and_bfloat16():
 
 def test_gpu_setting_without_a_gpu_is_refused(monkeypatch, capsys):
     real = tf.config.list_physical_devices
-    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [] if kind == "GPU" else real(kind))
+    monkeypatch.setattr(
+        tf.config, "list_physical_devices", lambda kind=None: [] if kind == "GPU" else real(kind)
+    )
     with pytest.raises(SystemExit):
         bench.main(["--gpu", "--output", "-"])
     assert "--gpu: TensorFlow sees no GPU here" in capsys.readouterr().err

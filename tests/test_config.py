@@ -7,13 +7,30 @@ from keras_transformer import TransformerConfig
 
 def test_presets_follow_table_3():
     base = TransformerConfig.preset("base", vocab_size=37000)
-    assert (base.num_layers, base.d_model, base.d_ff, base.num_heads, base.dropout) == (6, 512, 2048, 8, 0.1)
-    assert (base.label_smoothing, base.warmup_steps, base.key_dim, base.value_dim) == (0.1, 4000, None, None)
+    assert (base.num_layers, base.d_model, base.d_ff, base.num_heads, base.dropout) == (
+        6,
+        512,
+        2048,
+        8,
+        0.1,
+    )
+    assert (base.label_smoothing, base.warmup_steps, base.key_dim, base.value_dim) == (
+        0.1,
+        4000,
+        None,
+        None,
+    )
     assert base.positional == "sinusoidal" and base.share_embeddings and not base.norm_first
     assert base.tokens_per_batch == 25000  # §5.1: about 25000 source and 25000 target tokens
     assert TransformerConfig.preset("tiny", vocab_size=100).tokens_per_batch < 25000
     big = TransformerConfig.preset("big", vocab_size=37000)
-    assert (big.num_layers, big.d_model, big.d_ff, big.num_heads, big.dropout) == (6, 1024, 4096, 16, 0.3)
+    assert (big.num_layers, big.d_model, big.d_ff, big.num_heads, big.dropout) == (
+        6,
+        1024,
+        4096,
+        16,
+        0.3,
+    )
 
 
 def test_numpy_numbers_are_accepted():
@@ -33,7 +50,10 @@ def test_overrides_and_dict_round_trip():
     "overrides, message",
     [
         ({"d_model": 100, "num_heads": 3}, "key_dim: d_model=100 is not divisible by num_heads=3"),
-        ({"d_model": 100, "num_heads": 3, "key_dim": 30}, "value_dim: d_model=100 is not divisible"),
+        (
+            {"d_model": 100, "num_heads": 3, "key_dim": 30},
+            "value_dim: d_model=100 is not divisible",
+        ),
         ({"d_ff": -1}, "d_ff must be a positive integer, got -1"),
         ({"num_layers": 0}, "num_layers must be a positive integer, got 0"),
         ({"tokens_per_batch": 0}, "tokens_per_batch must be a positive integer, got 0"),
@@ -55,7 +75,9 @@ def test_invalid_values_name_the_field(overrides, message):
 
 
 def test_unknown_preset_and_missing_vocabulary():
-    with pytest.raises(ValueError, match=r"unknown preset 'huge'; choose one of \['base', 'big', 'small', 'tiny'\]"):
+    with pytest.raises(
+        ValueError, match=r"unknown preset 'huge'; choose one of \['base', 'big', 'small', 'tiny'\]"
+    ):
         TransformerConfig.preset("huge", vocab_size=10)
     with pytest.raises(ValueError, match="vocab_size is required"):
         TransformerConfig.preset("base")

@@ -18,15 +18,23 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # absl/glog lines (I0000 00:00:1795432264.532217 2622 port.cc:153] ...) and absl's warning about
 # them, the oneDNN and cuInit lines among them, sentencepiece's (normalizer.cc(51) LOG(INFO) ...).
-TENSORFLOW_LOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d|oneDNN|cuInit|absl::InitializeLog|LOG\(INFO\)", re.M)
+TENSORFLOW_LOG_LINE = re.compile(
+    r"^[IWEF]\d{4} \d\d:\d\d:\d\d|oneDNN|cuInit|absl::InitializeLog|LOG\(INFO\)", re.M
+)
 
 
 def run_python(*args, env=None, timeout=300):
     """`python ARGS` from the repository root, without the TF_CPP_MIN_LOG_LEVEL of this process
     (conftest.py and the training package set one), plus `env`."""
     environment = {key: value for key, value in os.environ.items() if key != console.LEVEL_VARIABLE}
-    completed = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                               env={**environment, **(env or {})})
+    completed = subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**environment, **(env or {})},
+    )
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-4000:]
     return completed
 
@@ -37,36 +45,78 @@ def trained(tmp_path_factory):
     trains and loads a tokenizer, exports): (its stderr, its export directory)."""
     root = tmp_path_factory.mktemp("console")
     for split, n, seed in (("train", 200, 0), ("validation", 4, 1), ("test", 4, 2)):
-        (root / f"{split}.tsv").write_text("".join(f"{de}\t{en}\n" for de, en in number_pairs(n, seed)))
+        (root / f"{split}.tsv").write_text(
+            "".join(f"{de}\t{en}\n" for de, en in number_pairs(n, seed))
+        )
     completed = run_python(
-        "-m", "training.train", "--preset", "tiny", "--steps", "4", "--steps-per-epoch", "2", "--bleu-sentences", "0",
-        "--dataset", f"tsv:{root}", "--vocab-size", "300", "--beam-size", "1",
-        "--output-dir", str(root / "run"), "--export-dir", str(root / "export"),
+        "-m",
+        "training.train",
+        "--preset",
+        "tiny",
+        "--steps",
+        "4",
+        "--steps-per-epoch",
+        "2",
+        "--bleu-sentences",
+        "0",
+        "--dataset",
+        f"tsv:{root}",
+        "--vocab-size",
+        "300",
+        "--beam-size",
+        "1",
+        "--output-dir",
+        str(root / "run"),
+        "--export-dir",
+        str(root / "export"),
     )
     assert "training stopped at step 4" in completed.stderr  # the program's own messages still pass
     return completed.stderr, root / "export"
 
 
-def test_programs_hide_tensorflow_log_lines(trained):
+def test_programs_hide_tensorflow_log_lines(trained, tmp_path):
     train_stderr, export = trained
     translate = run_python("-m", "serving.translate", "--model", str(export), "eins zwei")
     assert translate.stdout.count("\n") == 1
-    ding_help = run_python("-m", "training.quietly", "keras_transformer.data.ding", "--help")
-    assert "--cache-dir" in ding_help.stdout
-    for stderr in (train_stderr, translate.stderr, ding_help.stderr):
+    (tmp_path / "de-en").write_text("Das ist gut. :: That is good.\nEr ist da. :: He is there.\n")
+    prepared = run_python(
+        "-m",
+        "training.prepare_ding",
+        "--ding-file",
+        str(tmp_path / "de-en"),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    )  # imports TensorFlow and tfds
+    assert "dataset written to" in prepared.stdout
+    for stderr in (train_stderr, translate.stderr, prepared.stderr):
         assert not TENSORFLOW_LOG_LINE.search(stderr), stderr[-3000:]
 
 
 def test_verbose_or_the_environment_brings_them_back(trained):
     _, export = trained
     # --verbose wins over a level inherited from a parent (one that imported the training package)
-    verbose = run_python("-m", "serving.translate", "--verbose", "--model", str(export), "eins zwei",
-                         env={console.LEVEL_VARIABLE: "3"})
+    verbose = run_python(
+        "-m",
+        "serving.translate",
+        "--verbose",
+        "--model",
+        str(export),
+        "eins zwei",
+        env={console.LEVEL_VARIABLE: "3"},
+    )
     # tensorflow-text's sentencepiece logs loading the tokenizer, on any machine
-    assert "LOG(INFO)" in verbose.stderr and TENSORFLOW_LOG_LINE.search(verbose.stderr), verbose.stderr[-3000:]
+    assert "LOG(INFO)" in verbose.stderr and TENSORFLOW_LOG_LINE.search(verbose.stderr), (
+        verbose.stderr[-3000:]
+    )
     assert verbose.stdout.count("\n") == 1
-    mine = run_python("-m", "training.quietly", "keras_transformer.data.ding", "--help",
-                      env={console.LEVEL_VARIABLE: "0"})
+    mine = run_python(
+        "-m",
+        "serving.translate",
+        "--model",
+        str(export),
+        "eins zwei",
+        env={console.LEVEL_VARIABLE: "0"},
+    )
     assert TENSORFLOW_LOG_LINE.search(mine.stderr), mine.stderr[-3000:]
 
 
@@ -74,17 +124,33 @@ def test_the_filter_applies_the_level_and_finds_verbose(monkeypatch):
     lines = {
         "I": "I0000 00:00:1795432264.532217    2622 port.cc:153] oneDNN custom operations are on.",
         "W": "W1121 10:20:30.123456   77 some_file.cc:12] a warning",
-        "E": "E0000 00:00:1795432271.188877    2622 cuda_platform.cc:52] failed call to cuInit: INTERNAL",
-        "absl": "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
-        "sentencepiece": "normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use identity normalization.",
+        "E": "E0000 00:00:1795432271.188877 2622 cuda_platform.cc:52] failed call to cuInit: X",
+        "absl": "WARNING: All log messages before absl::InitializeLog() is called are written to "
+        "STDERR",
+        "sentencepiece": "normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use identity "
+        "normalization.",
     }
-    hidden = {level: {name for name, line in lines.items() if re.match(console.noise_pattern(level), line)}
-              for level in (1, 2, 3)}
-    assert hidden == {1: {"I", "absl", "sentencepiece"}, 2: {"I", "W", "absl", "sentencepiece"}, 3: set(lines)}
-    for kept in ("F0000 00:00:1.0 1 file.cc:1] Check failed", "WARNING:tensorflow:a Python warning",
-                 "training stopped at step 4", "Traceback (most recent call last):"):
+    hidden = {
+        level: {
+            name for name, line in lines.items() if re.match(console.noise_pattern(level), line)
+        }
+        for level in (1, 2, 3)
+    }
+    assert hidden == {
+        1: {"I", "absl", "sentencepiece"},
+        2: {"I", "W", "absl", "sentencepiece"},
+        3: set(lines),
+    }
+    for kept in (
+        "F0000 00:00:1.0 1 file.cc:1] Check failed",
+        "WARNING:tensorflow:a Python warning",
+        "training stopped at step 4",
+        "Traceback (most recent call last):",
+    ):
         assert not re.match(console.noise_pattern(3), kept)
-    monkeypatch.setattr(sys, "orig_argv", ["python", "-X", "utf8", "-m", "serving.translate", "--verb", "x"])
+    monkeypatch.setattr(
+        sys, "orig_argv", ["python", "-X", "utf8", "-m", "serving.translate", "--verb", "x"]
+    )
     assert console.program_arguments() == ["--verb", "x"]
     monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "pytest", "--verbose"])
     assert console.program_arguments() is None
@@ -99,24 +165,41 @@ def fake_run(tmp_path, scores=True):
     for version in (2, 10):
         (export / str(version)).mkdir(parents=True)
     if scores:
-        (run / "translations.test.txt.scores.json").write_text(json.dumps({
-            "bleu": 4.4871, "chrf": 25.3149, "chrf++": 23.21, "sentences": 870,
-            "bleu_signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0",
-            "chrf_signature": "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0",
-        }))
+        (run / "translations.test.txt.scores.json").write_text(
+            json.dumps(
+                {
+                    "bleu": 4.4871,
+                    "chrf": 25.3149,
+                    "chrf++": 23.21,
+                    "sentences": 870,
+                    "bleu_signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0",
+                    "chrf_signature": "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0",
+                }
+            )
+        )
     return run, export
 
 
 def test_summary_prints_the_figures_and_paths(tmp_path):
     run, export = fake_run(tmp_path)
-    text = run_python("-m", "training.summary", "--run-dir", str(run), "--export-dir", str(export)).stdout
-    for expected in ("test BLEU 4.5, chrF 25.3, chrF++ 23.2", "tok:13a|smooth:exp", "nc:6|nw:0",
-                     "training steps: 1018", f"model:             {run / 'model.keras'}\n",
-                     f"export:            {export / '10'}\n", f"tensorboard --logdir {run / 'logs'}",
-                     f"{run / 'translations.test.txt'} (missing)", f"python -m serving.translate --model {export} ",
-                     f"python -m training.evaluate --model {run / 'model.keras'} --beam-size 1 "
-                     f"--output {run / 'translations.test.greedy.txt'}",
-                     "make demo DEMO_MINUTES=30", ". .venv/bin/activate"):
+    text = run_python(
+        "-m", "training.summary", "--run-dir", str(run), "--export-dir", str(export)
+    ).stdout
+    for expected in (
+        "test BLEU 4.5, chrF 25.3, chrF++ 23.2",
+        "tok:13a|smooth:exp",
+        "nc:6|nw:0",
+        "training steps: 1018",
+        f"model:             {run / 'model.keras'}\n",
+        f"export:            {export / '10'}\n",
+        f"tensorboard --logdir {run / 'logs'}",
+        f"{run / 'translations.test.txt'} (missing)",
+        f"python -m serving.translate --model {export} ",
+        f"python -m training.evaluate --model {run / 'model.keras'} --beam-size 1 "
+        f"--output {run / 'translations.test.greedy.txt'}",
+        "make demo DEMO_MINUTES=30",
+        ". .venv/bin/activate",
+    ):
         assert expected in text, text
     assert "not been scored" not in text
 
@@ -125,5 +208,8 @@ def test_summary_of_a_run_not_scored(tmp_path):
     run, export = fake_run(tmp_path, scores=False)
     text = "\n".join(summary.summary(run, tmp_path / "no-export"))
     assert "the run has not been scored" in text and "BLEU" not in text
-    assert "training steps: 1018" in text and f"export:            none in {tmp_path / 'no-export'}" in text
+    assert (
+        "training steps: 1018" in text
+        and f"export:            none in {tmp_path / 'no-export'}" in text
+    )
     assert "python -m training.summary" in run_python("-m", "training.summary", "--help").stdout

@@ -16,7 +16,11 @@ def test_translate_folder_reads_like_tfds(tmp_path):
     write(tmp_path / "de.train.txt", "Guten Morgen.\nDas Haus ist groß.\nJa.\n")
     write(tmp_path / "en.train.txt", "Good morning.\nThe house is big.\nYes.\n")
     corpus = read_translate_folder(tmp_path, "train", "de", "en")
-    assert corpus.pairs == [("Guten Morgen.", "Good morning."), ("Das Haus ist groß.", "The house is big."), ("Ja.", "Yes.")]
+    assert corpus.pairs == [
+        ("Guten Morgen.", "Good morning."),
+        ("Das Haus ist groß.", "The house is big."),
+        ("Ja.", "Yes."),
+    ]
     assert not corpus.skipped
 
     builder = tfds.TranslateFolder(root_dir=str(tmp_path))  # reads the files directly
@@ -25,7 +29,9 @@ def test_translate_folder_reads_like_tfds(tmp_path):
         for example in tfds.as_numpy(builder.as_dataset(split="train"))
     }
     assert set(corpus.pairs) == reference
-    assert [tuple(s.decode() for s in pair) for pair in corpus.dataset().as_numpy_iterator()] == corpus.pairs
+    assert [
+        tuple(s.decode() for s in pair) for pair in corpus.dataset().as_numpy_iterator()
+    ] == corpus.pairs
 
 
 def test_tsv_reader_and_direction(tmp_path):
@@ -48,13 +54,17 @@ def test_empty_lines_are_skipped_and_counted(tmp_path):
 def test_parallel_files_of_different_lengths(tmp_path):
     source = write(tmp_path / "de.txt", "eins\nzwei\ndrei\n")
     target = write(tmp_path / "en.txt", "one\ntwo\n")
-    with pytest.raises(CorpusError, match=r"de.txt has 3 lines but .*en.txt has 2.*first unpaired line: 3"):
+    with pytest.raises(
+        CorpusError, match=r"de.txt has 3 lines but .*en.txt has 2.*first unpaired line: 3"
+    ):
         read_parallel_files(source, target)
 
 
 def test_tsv_line_without_tab_names_file_and_line(tmp_path):
     path = write(tmp_path / "pairs.tsv", "a\tb\nno tab here\n")
-    with pytest.raises(CorpusError, match=r"pairs.tsv:2: expected 'source<TAB>target' \(one tab\), found 0 tabs"):
+    with pytest.raises(
+        CorpusError, match=r"pairs.tsv:2: expected 'source<TAB>target' \(one tab\), found 0 tabs"
+    ):
         read_tsv(path)
     write(path, "a\tb\tc\n")
     with pytest.raises(CorpusError, match=r"pairs.tsv:1: .* found 2 tabs"):

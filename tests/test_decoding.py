@@ -5,16 +5,18 @@ import itertools
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import random_ids
 
 import keras_transformer as kt
-from conftest import random_ids
 from keras_transformer.decoding import beam_decode, greedy_decode, length_penalty
 
 EOS = 3
 
 
 def source_batch(tokenizer, sentences, model=None):
-    model = model or kt.build_transformer(kt.TransformerConfig.preset("tiny", vocab_size=tokenizer.vocab_size))
+    model = model or kt.build_transformer(
+        kt.TransformerConfig.preset("tiny", vocab_size=tokenizer.vocab_size)
+    )
     return kt.Translator(model, tokenizer).source_ids(tf.constant(sentences)).numpy()
 
 
@@ -53,7 +55,9 @@ def test_beam_size_one_is_greedy(number_translator, alpha):
     random_model = kt.build_transformer(kt.TransformerConfig.preset("tiny", vocab_size=30))
     random_source = random_ids(np.random.default_rng(2), 4, 6, 30)
     ids, _ = kt.beam_search(random_model, random_source, beam_size=1, alpha=alpha, max_length=10)
-    np.testing.assert_array_equal(ids[:, 0], kt.greedy_search(random_model, random_source, max_length=10))
+    np.testing.assert_array_equal(
+        ids[:, 0], kt.greedy_search(random_model, random_source, max_length=10)
+    )
 
 
 def test_beam_scores_are_the_models_log_probability_over_the_penalty(number_translator):
@@ -66,7 +70,9 @@ def test_beam_scores_are_the_models_log_probability_over_the_penalty(number_tran
         for k in range(4):
             hypothesis = strip(ids[b, k])
             target_in = np.array([[2] + hypothesis[:-1]], "int32")
-            log_probs = tf.nn.log_softmax(model({"source": source[b:b + 1], "target": target_in}))[0].numpy()
+            log_probs = tf.nn.log_softmax(
+                model({"source": source[b : b + 1], "target": target_in})
+            )[0].numpy()
             total = sum(log_probs[i, token] for i, token in enumerate(hypothesis))
             expected = total / float(length_penalty(len(hypothesis), 0.6))
             assert scores[b, k] == pytest.approx(expected, abs=1e-3)
@@ -114,7 +120,9 @@ def test_beam_search_finds_the_best_hypothesis_by_brute_force(seed):
     table = np.random.default_rng(seed).normal(scale=2.0, size=(limit, vocab, vocab))
     best, best_tokens = brute_force_best(table, limit, alpha)
     # 4 allowed tokens (no pad, no bos): a beam of 4^3 never prunes a prefix.
-    ids, scores = beam_decode(markov_step(table), [], 1, tf.constant([limit]), limit, beam_size=64, alpha=alpha)
+    ids, scores = beam_decode(
+        markov_step(table), [], 1, tf.constant([limit]), limit, beam_size=64, alpha=alpha
+    )
     assert strip(ids.numpy()[0, 0]) == best_tokens
     assert float(scores[0, 0]) == pytest.approx(best, abs=1e-4)
 
@@ -124,10 +132,12 @@ def test_early_termination_never_cuts_a_better_alive_hypothesis():
     limit, vocab = 6, 6
     table = np.full((limit, vocab, vocab), -50.0)
     table[0, 2, [1, 3, 4]] = np.log([0.5, 0.3, 0.2])  # bos -> a .5, eos .3, b .2
-    table[1, 1, [3, 5]] = np.log([0.5, 0.5 - 1e-6])     # a -> eos, c
-    table[1, 4, [3, 5]] = np.log([0.5, 0.5])            # b -> eos, c
-    table[2:, :, 3] = np.log(1 - 1e-6)                  # then eos
-    ids, scores = beam_decode(markov_step(table), [], 1, tf.constant([limit]), limit, beam_size=2, alpha=0.6)
+    table[1, 1, [3, 5]] = np.log([0.5, 0.5 - 1e-6])  # a -> eos, c
+    table[1, 4, [3, 5]] = np.log([0.5, 0.5])  # b -> eos, c
+    table[2:, :, 3] = np.log(1 - 1e-6)  # then eos
+    ids, scores = beam_decode(
+        markov_step(table), [], 1, tf.constant([limit]), limit, beam_size=2, alpha=0.6
+    )
     assert strip(ids.numpy()[0, 0]) == [1, 5, 3]
     assert float(scores[0, 0]) == pytest.approx(brute_force_best(table, limit, 0.6)[0], abs=1e-4)
 
@@ -161,3 +171,35 @@ def test_decoding_compiles_with_xla(number_translator):
     expected_ids, expected_scores = kt.beam_search(model, source, max_length=16)
     np.testing.assert_array_equal(ids[:, 0], expected_ids[:, 0])
     np.testing.assert_allclose(scores, expected_scores, atol=1e-4)
+
+
+def test_a_non_empty_source_never_gets_an_empty_translation():
+    """eos is the likeliest first token of both sentences; sentence 0 (a real source, min
+    length 1) must emit something first, sentence 1 (an empty source, min length 0) may end."""
+    table = np.zeros((6, 6, 6))
+    table[:, :, EOS] = 3.0
+    min_lengths, limits = tf.constant([1, 0]), tf.constant([6, 6])
+    tokens, _ = greedy_decode(markov_step(table), [], 2, limits, 6, min_lengths)
+    assert [len(strip(row)) for row in tokens.numpy()] == [2, 1]  # one token then eos; eos
+    ids, scores = beam_decode(markov_step(table), [], 2, limits, 6, 3, 0.6, min_lengths)
+    assert [len(strip(row)) for row in ids.numpy()[:, 0]] == [2, 1]
+    assert np.isfinite(scores.numpy()[:, 0]).all()
+    # Through the public functions, with a model whose every output is eos: the last decoder
+    # layer's norm gives the constant beta (gamma 0), and eos's embedding points along it.
+    model = kt.build_transformer(kt.TransformerConfig.preset("tiny", vocab_size=40))
+    norm = model.decoder.layers[-1].feed_forward_norm
+    beta = np.random.default_rng(0).normal(size=norm.beta.shape).astype("float32")
+    norm.gamma.assign(np.zeros_like(beta))
+    norm.beta.assign(beta)
+    embeddings = model.embedding.target_embeddings.numpy()
+    embeddings[EOS] = 10 * beta / np.linalg.norm(beta)
+    model.embedding.target_embeddings.assign(embeddings)
+    source = np.array([[5, 6, EOS], [EOS, 0, 0]], "int32")  # a sentence, and the empty one
+
+    def beam(model, source, **settings):
+        return kt.beam_search(model, source, **settings)[0][:, 0]
+
+    for search in (kt.greedy_search, beam):
+        assert [len(strip(row)) for row in search(model, source, max_length=6).numpy()] == [2, 1]
+        empty = search(model, source, max_length=6, min_length=0).numpy()
+        assert [len(strip(row)) for row in empty] == [1, 1]

@@ -2,20 +2,24 @@
 
 import json
 import os
+import pathlib
 import stat
 import subprocess
 import sys
 
 import pytest
 
-from keras_transformer.data import CorpusError, ding
+from keras_transformer.data import CorpusError, debian, ding
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 FIXTURE = """\
 # Version :: devel 2023-01-30
 # License :: GPL Version 2 or later; GNU General Public License
 Haus {n}; Gebäude {n} | Häuser {pl} :: house; building | houses
 Rechner {m} [comp.] | Rechner {pl} :: computer | computers
-Das Haus ist groß. | Das Haus (am Fluss) ist alt. :: The house is big. | The house (by the river) is old.
+Das Haus ist groß. | Das Haus (am Fluss) ist alt. :: The house is big. | \
+The house (by the river) is old.
 Ich halte das für einen Fehler. :: I consider that a mistake. / I regard that as a mistake.
 Er war ein Jahr im Gefängnis. :: He spent a year in prison/jail.
 Guten Morgen! {interj} :: Good morning! [Br.]
@@ -81,20 +85,26 @@ def test_split_is_deterministic_disjoint_and_sized():
         assert 600 <= len(splits[split]) <= 1000, (split, len(splits[split]))
 
 
-
 def test_split_keeps_phrases_apart_and_no_sentence_in_two_splits():
     sentences = [(f"Satz Nummer {i}.", f"Sentence number {i}.") for i in range(3000)]
     phrases = [(f"wort{i}", f"word{i}") for i in range(3000)]
     held_out = [de for de, _ in sentences if ding.split_of(de) != "train"]
     # Another German sentence, in train by its hash, with the English of a held-out pair.
-    in_train = next(f"Anderer Satz {i}." for i in range(100) if ding.split_of(f"Anderer Satz {i}.") == "train")
+    in_train = next(
+        f"Anderer Satz {i}." for i in range(100) if ding.split_of(f"Anderer Satz {i}.") == "train"
+    )
     shared_english = dict(sentences)[held_out[0]]
     # Phrases that share a side with a held-out sentence: the German of one, the English of another.
-    leaking = [(held_out[1], "a phrase"), ("eine Phrase", dict(sentences)[held_out[2]]),
-               (held_out[3].lower().rstrip("."), "one more phrase")]
+    leaking = [
+        (held_out[1], "a phrase"),
+        ("eine Phrase", dict(sentences)[held_out[2]]),
+        (held_out[3].lower().rstrip("."), "one more phrase"),
+    ]
     splits = ding.split_pairs(sentences + phrases + leaking + [(in_train, shared_english)])
     assert sorted(splits["phrases"]) == sorted(phrases)  # the leaking phrases are dropped
-    assert all(ding.split_of(de) == name for name in ("validation", "test") for de, _ in splits[name])
+    assert all(
+        ding.split_of(de) == name for name in ("validation", "test") for de, _ in splits[name]
+    )
     assert (held_out[0], shared_english) in splits["train"]
     english = [set(en for _, en in pairs) for pairs in splits.values()]
     assert not (english[0] & english[1] or english[0] & english[2] or english[1] & english[2])
@@ -105,17 +115,33 @@ def test_split_keeps_phrases_apart_and_no_sentence_in_two_splits():
 
 
 def test_training_mixture_repeats_each_sentence_among_the_phrases(ding_file, tmp_path):
-    with pytest.raises(ValueError, match="holds no phrases split: prepare the corpus with include_phrases=True"):
+    with pytest.raises(
+        ValueError, match="holds no phrases split: prepare the corpus with include_phrases=True"
+    ):
         ding.training_mixture(ding.prepare(tmp_path / "cache", ding_file=ding_file, verbose=0), 3)
-    dataset_dir = ding.prepare(tmp_path / "cache", ding_file=ding_file, include_phrases=True, verbose=0)
+    dataset_dir = ding.prepare(
+        tmp_path / "cache", ding_file=ding_file, include_phrases=True, verbose=0
+    )
     report = json.loads((dataset_dir / "report.json").read_text())
     assert report["splits"]["phrases"] > 0
-    sentences = [(de.decode(), en.decode()) for de, en in ding.load("train", dataset_dir).as_numpy_iterator()]
-    phrases = [(de.decode(), en.decode()) for de, en in ding.load("phrases", dataset_dir).as_numpy_iterator()]
-    assert set(phrases) == set(ding.parse(ding_file, include_phrases=True).pairs) - set(ding.parse(ding_file).pairs)
-    mixed = [(de.decode(), en.decode()) for de, en in ding.training_mixture(dataset_dir, 3, seed=1).as_numpy_iterator()]
+    sentences = [
+        (de.decode(), en.decode()) for de, en in ding.load("train", dataset_dir).as_numpy_iterator()
+    ]
+    phrases = [
+        (de.decode(), en.decode())
+        for de, en in ding.load("phrases", dataset_dir).as_numpy_iterator()
+    ]
+    assert set(phrases) == set(ding.parse(ding_file, include_phrases=True).pairs) - set(
+        ding.parse(ding_file).pairs
+    )
+    mixed = [
+        (de.decode(), en.decode())
+        for de, en in ding.training_mixture(dataset_dir, 3, seed=1).as_numpy_iterator()
+    ]
     assert sorted(mixed) == sorted(sentences * 3 + phrases)
-    reversed_pair = next(ding.training_mixture(dataset_dir, 1, reverse=True, seed=1).as_numpy_iterator())
+    reversed_pair = next(
+        ding.training_mixture(dataset_dir, 1, reverse=True, seed=1).as_numpy_iterator()
+    )
     assert tuple(side.decode() for side in reversed_pair[::-1]) in set(sentences + phrases)
     with pytest.raises(ValueError, match="sentence_repeats must be a positive integer, got 0"):
         ding.training_mixture(dataset_dir, 0)
@@ -127,12 +153,14 @@ def fake_tools(tmp_path, apt_exit=0):
     bin_dir.mkdir()
     (bin_dir / "apt-get").write_text(
         "#!/bin/sh\n"
-        f'if [ {apt_exit} -ne 0 ]; then echo "E: Unable to locate package $2" >&2; exit {apt_exit}; fi\n'
+        f'if [ {apt_exit} -ne 0 ]; then echo "E: Unable to locate package $2" >&2; exit '
+        f"{apt_exit}; fi\n"
         'echo fake > "trans-de-en_1.9-6_all.deb"\n'
     )
     (bin_dir / "dpkg").write_text(
         "#!/bin/sh\n"
-        'mkdir -p "$3/usr/share/trans" && printf "%s\\n" "Das ist gut. :: That is good." > "$3/usr/share/trans/de-en"\n'
+        'mkdir -p "$3/usr/share/trans" && printf "%s\\n" "Das ist gut. :: That is good." > '
+        '"$3/usr/share/trans/de-en"\n'
     )
     for tool in ("apt-get", "dpkg"):
         (bin_dir / tool).chmod(stat.S_IRWXU)
@@ -141,23 +169,46 @@ def fake_tools(tmp_path, apt_exit=0):
 
 def test_fetch_downloads_and_extracts_into_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", fake_tools(tmp_path))
-    path = ding.fetch(tmp_path / "cache", installed=tmp_path / "not-installed")
+    path = debian.fetch_file(
+        ding.DEBIAN_PACKAGE, ding.PACKAGE_FILE, tmp_path / "cache", root=tmp_path / "not-installed"
+    )
     assert path == tmp_path / "cache" / "trans-de-en" / "usr/share/trans/de-en"
     assert path.read_text() == "Das ist gut. :: That is good.\n"
     assert [p.name for p in (tmp_path / "cache").iterdir()] == ["trans-de-en"]  # no temporary left
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert ding.fetch(tmp_path / "cache", installed=tmp_path / "not-installed") == path  # cached
+    assert (
+        debian.fetch_file(
+            ding.DEBIAN_PACKAGE,
+            ding.PACKAGE_FILE,
+            tmp_path / "cache",
+            root=tmp_path / "not-installed",
+        )
+        == path
+    )  # cached
 
 
 def test_fetch_failure_is_clear_and_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", fake_tools(tmp_path, apt_exit=100))
-    with pytest.raises(CorpusError, match=r"'apt-get download trans-de-en' failed with exit code 100: "
-                                          r"E: Unable to locate package trans-de-en \(run 'apt-get update' first"):
-        ding.fetch(tmp_path / "cache", installed=None)
+    with pytest.raises(
+        CorpusError,
+        match=r"'apt-get download trans-de-en' failed with exit code 100: "
+        r"E: Unable to locate package trans-de-en \(run 'apt-get update' first",
+    ):
+        debian.fetch_file(
+            ding.DEBIAN_PACKAGE,
+            ding.PACKAGE_FILE,
+            tmp_path / "cache",
+            root=tmp_path / "not-installed",
+        )
     assert list((tmp_path / "cache").iterdir()) == []
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(CorpusError, match="cannot run apt-get: not found"):
-        ding.fetch(tmp_path / "cache", installed=None)
+        debian.fetch_file(
+            ding.DEBIAN_PACKAGE,
+            ding.PACKAGE_FILE,
+            tmp_path / "cache",
+            root=tmp_path / "not-installed",
+        )
 
 
 def test_prepare_stores_a_tfds_dataset_once(ding_file, tmp_path):
@@ -176,7 +227,9 @@ def test_prepare_stores_a_tfds_dataset_once(ding_file, tmp_path):
     prepared_at = info.stat().st_mtime_ns
     assert ding.prepare(tmp_path / "cache", ding_file=ding_file, verbose=0) == dataset_dir
     assert info.stat().st_mtime_ns == prepared_at  # prepared once, then reused
-    ding_file.write_text(FIXTURE + "Wir kommen morgen. :: We are coming tomorrow.\n", encoding="utf-8")
+    ding_file.write_text(
+        FIXTURE + "Wir kommen morgen. :: We are coming tomorrow.\n", encoding="utf-8"
+    )
     ding.prepare(tmp_path / "cache", ding_file=ding_file, verbose=0)  # a changed file is re-parsed
     assert json.loads((dataset_dir / "report.json").read_text())["pairs"] == report["pairs"] + 1
     ding_file.unlink()
@@ -188,19 +241,42 @@ def test_prepare_stores_a_tfds_dataset_once(ding_file, tmp_path):
 
 def test_command_line(ding_file, tmp_path):
     help_text = subprocess.run(
-        [sys.executable, "-m", "keras_transformer.data.ding", "--help"], capture_output=True, text=True
+        [sys.executable, "-m", "training.prepare_ding", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     ).stdout
     assert "--cache-dir" in help_text and "--phrases" in help_text and "--ding-file" in help_text
     completed = subprocess.run(
-        [sys.executable, "-m", "keras_transformer.data.ding", "--ding-file", str(ding_file),
-         "--cache-dir", str(tmp_path / "cache")],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "training.prepare_ding",
+            "--ding-file",
+            str(ding_file),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert "7 pairs kept" in completed.stdout and "dataset written to" in completed.stdout
     failed = subprocess.run(
-        [sys.executable, "-m", "keras_transformer.data.ding", "--ding-file", str(tmp_path / "absent"),
-         "--cache-dir", str(tmp_path / "other")],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "training.prepare_ding",
+            "--ding-file",
+            str(tmp_path / "absent"),
+            "--cache-dir",
+            str(tmp_path / "other"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     assert failed.returncode == 1 and "absent: no such file" in failed.stderr

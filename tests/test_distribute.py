@@ -57,7 +57,7 @@ def run_with_two_cpus(script, *args):
     )
     lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
     assert completed.returncode == 0 and lines, completed.stderr[-3000:]
-    return json.loads(lines[0][len("RESULT "):])
+    return json.loads(lines[0][len("RESULT ") :])
 
 
 def test_fit_and_evaluate_under_mirrored_strategy():
@@ -93,7 +93,8 @@ PIPELINE_SCRIPT = textwrap.dedent(
         model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy(),
                       metrics=[kt.MaskedAccuracy()])
     history = model.fit(batches, steps_per_epoch=4, epochs=2, shuffle=False, verbose=0).history
-    print("RESULT " + json.dumps({"loss": history["loss"], "steps": int(model.optimizer.iterations.numpy())}))
+    steps = int(model.optimizer.iterations.numpy())
+    print("RESULT " + json.dumps({"loss": history["loss"], "steps": steps}))
     """
 )
 

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import keras_transformer as kt
+from serving.packaging import export_for_serving
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -26,7 +27,7 @@ def run_python(*args, stdin=None, cwd=REPO):
 def exported(number_translator, tmp_path_factory):
     model, tokenizer, pairs = number_translator
     base = tmp_path_factory.mktemp("exports") / "numbers"
-    return kt.export_saved_model(kt.Translator(model, tokenizer), base), pairs
+    return export_for_serving(kt.Translator(model, tokenizer), base), pairs
 
 
 # serving.translate must load the model with tensorflow and tensorflow_text alone.
@@ -44,10 +45,19 @@ WITHOUT_PACKAGE = textwrap.dedent(
 def test_translates_exactly_from_a_fresh_process(exported, tmp_path):
     version_dir, pairs = exported
     assert version_dir.name == "1"
-    out = run_python("-c", WITHOUT_PACKAGE, str(REPO), "--model", str(version_dir.parent),
-                     *[de for de, _ in pairs], cwd=tmp_path)
+    out = run_python(
+        "-c",
+        WITHOUT_PACKAGE,
+        str(REPO),
+        "--model",
+        str(version_dir.parent),
+        *[de for de, _ in pairs],
+        cwd=tmp_path,
+    )
     assert out.splitlines() == [en for _, en in pairs]
-    piped = run_python("-m", "serving.translate", "--model", str(version_dir), stdin=pairs[0][0] + "\n")
+    piped = run_python(
+        "-m", "serving.translate", "--model", str(version_dir), stdin=pairs[0][0] + "\n"
+    )
     assert piped.splitlines() == [pairs[0][1]]
 
 
@@ -79,7 +89,9 @@ def test_graph_uses_only_core_and_tensorflow_text_ops(exported):
     unknown = set(ops["used"]) - set(ops["core"]) - set(ops["text"])
     assert not unknown, f"ops neither core TensorFlow nor tensorflow-text: {unknown}"
     assert not [op for op in ops["used"] if op.startswith("Xla") or "PyFunc" in op]
-    assert {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"} <= set(ops["text"])
+    assert {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"} <= set(
+        ops["text"]
+    )
 
 
 def test_signature_outputs_are_dense_with_a_batch_dimension(exported):
@@ -104,8 +116,15 @@ def test_saved_model_cli_runs_the_signature(exported):
         "-c",
         "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
         "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()",
-        "run", "--dir", str(version_dir), "--tag_set", "serve", "--signature_def", "serving_default",
-        "--input_exprs", 'sentences=["drei eins vier"]',
+        "run",
+        "--dir",
+        str(version_dir),
+        "--tag_set",
+        "serve",
+        "--signature_def",
+        "serving_default",
+        "--input_exprs",
+        'sentences=["drei eins vier"]',
     )
     assert "three one four" in out
 
@@ -115,13 +134,18 @@ def test_warmup_records_are_prediction_logs_the_model_answers(exported):
 
     version_dir, _ = exported
     path = version_dir / "assets.extra" / "tf_serving_warmup_requests"
-    records = [prediction_log_pb2.PredictionLog.FromString(r.numpy()) for r in tf.data.TFRecordDataset(str(path))]
+    records = [
+        prediction_log_pb2.PredictionLog.FromString(r.numpy())
+        for r in tf.data.TFRecordDataset(str(path))
+    ]
     assert records and all(r.HasField("predict_log") for r in records)
     translate = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
     for record in records:
         request = record.predict_log.request
         assert request.model_spec.signature_name == "serving_default"
-        assert request.model_spec.name == version_dir.parent.name  # the model name TF Serving loads it under
+        assert (
+            request.model_spec.name == version_dir.parent.name
+        )  # the model name TF Serving loads it under
         inputs = {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
         outputs = translate(**{name: tf.constant(value) for name, value in inputs.items()})
         assert outputs["translation"].shape[0] == len(inputs["sentences"])
@@ -132,9 +156,18 @@ def test_bad_input_never_errors_and_stays_bounded(exported, number_translator):
     translate = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
     empty = translate(sentences=tf.constant([], tf.string))
     assert empty["translation"].shape == (0,) and empty["score"].shape == (0,)
-    inputs = [b"", b"   ", "zwei " .encode() * 2000, b"drei \xff\xfe vier", "😀👍🏽 日本語 Привет".encode(), b"eins"]
+    inputs = [
+        b"",
+        b"   ",
+        b"zwei " * 2000,
+        b"drei \xff\xfe vier",
+        "😀👍🏽 日本語 Привет".encode(),
+        b"eins",
+    ]
     outputs = translate(sentences=tf.constant(inputs))
-    assert outputs["translation"].shape == (len(inputs),) and outputs["score"].shape == (len(inputs),)
+    assert outputs["translation"].shape == (len(inputs),) and outputs["score"].shape == (
+        len(inputs),
+    )
     assert np.all(np.isfinite(outputs["score"].numpy()))
     for text in outputs["translation"].numpy():
         text.decode("utf-8")  # always valid UTF-8
@@ -149,26 +182,34 @@ def test_long_sources_are_truncated_and_outputs_bounded(number_translator):
     tokens = translator.translate(sentences)["tokens"].numpy()
     for row, src in zip(tokens, source):
         assert np.count_nonzero(row) <= np.count_nonzero(src) + 3
-    with pytest.raises(ValueError, match="max_source_length must be in 2..config.max_length=32, got 64"):
+    with pytest.raises(
+        ValueError, match="max_source_length must be in 2..config.max_length=32, got 64"
+    ):
         kt.Translator(model, tokenizer, max_source_length=64)
 
 
 def test_export_is_atomic_and_never_overwrites(number_translator, tmp_path, monkeypatch):
     model, tokenizer, _ = number_translator
     translator = kt.Translator(model, tokenizer, beam_size=1)
-    assert kt.export_saved_model(translator, tmp_path / "m").name == "1"
-    assert kt.export_saved_model(translator, tmp_path / "m").name == "2"
-    assert kt.export_saved_model(translator, tmp_path / "m", version=7).name == "7"
-    with pytest.raises(FileExistsError, match="7 already exists; a served version is never overwritten"):
-        kt.export_saved_model(translator, tmp_path / "m", version=7)
+    assert export_for_serving(translator, tmp_path / "m").name == "1"
+    assert export_for_serving(translator, tmp_path / "m").name == "2"
+    assert export_for_serving(translator, tmp_path / "m", version=7).name == "7"
+    with pytest.raises(
+        FileExistsError, match="7 already exists; a served version is never overwritten"
+    ):
+        export_for_serving(translator, tmp_path / "m", version=7)
 
     def failing_save(*args, **kwargs):
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(tf.saved_model, "save", failing_save)
     with pytest.raises(RuntimeError, match="disk full"):
-        kt.export_saved_model(translator, tmp_path / "m")
-    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["1", "2", "7"]  # nothing half-written
+        export_for_serving(translator, tmp_path / "m")
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
+        "1",
+        "2",
+        "7",
+    ]  # nothing half-written
     assert oct((tmp_path / "m" / "1").stat().st_mode & 0o777) == "0o755"
 
 
@@ -176,22 +217,44 @@ def test_export_program(number_translator, tmp_path):
     model, tokenizer, pairs = number_translator
     model.save(tmp_path / "model.keras")
     tokenizer.save(tmp_path / "tokenizer.model")
-    assert "--checkpoint" in run_python("-m", "serving.export", "--help")
+    assert "--model" in run_python("-m", "serving.export", "--help")
     assert "--model" in run_python("-m", "serving.translate", "--help")
-    out = run_python("-m", "serving.export", "--checkpoint", str(tmp_path / "model.keras"),
-                     "--out", str(tmp_path / "exports" / "numbers"), "--beam-size", "2")
+    out = run_python(
+        "-m",
+        "serving.export",
+        "--model",
+        str(tmp_path / "model.keras"),
+        "--out",
+        str(tmp_path / "exports" / "numbers"),
+        "--beam-size",
+        "2",
+    )
     assert out.strip().endswith(str(tmp_path / "exports" / "numbers" / "1"))
     again = subprocess.run(
-        [sys.executable, "-m", "serving.export", "--checkpoint", str(tmp_path / "model.keras"),
-         "--out", str(tmp_path / "exports" / "numbers"), "--version", "1"],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "serving.export",
+            "--model",
+            str(tmp_path / "model.keras"),
+            "--out",
+            str(tmp_path / "exports" / "numbers"),
+            "--version",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
     )
     assert again.returncode == 1 and "already exists" in again.stderr
 
 
 def test_translator_refuses_a_mismatched_tokenizer(number_translator):
     model = kt.build_transformer(kt.TransformerConfig.preset("tiny", vocab_size=1000))
-    with pytest.raises(ValueError, match="the tokenizer has .* pieces but the model's vocab_size is"):
+    with pytest.raises(
+        ValueError, match="the tokenizer has .* pieces but the model's vocab_size is"
+    ):
         kt.Translator(model, number_translator[1])
 
 
@@ -203,7 +266,12 @@ def test_attention_of_a_translation(number_translator):
     translator = kt.Translator(model, tokenizer, beam_size=1)
     pieces, translation, weights = translator.attention(source)
     config = model.config
-    assert pieces == [tokenizer.id_to_piece(int(i)) for i in tokenizer.tokenize([source])[0].numpy()] + ["</s>"]
-    assert translation[-1] == "</s>" and "".join(translation[:-1]).replace("\u2581", " ").strip() == target
+    assert pieces == [
+        tokenizer.id_to_piece(int(i)) for i in tokenizer.tokenize([source])[0].numpy()
+    ] + ["</s>"]
+    assert (
+        translation[-1] == "</s>"
+        and "".join(translation[:-1]).replace("\u2581", " ").strip() == target
+    )
     assert weights.shape == (config.num_layers, config.num_heads, len(translation), len(pieces))
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-5)

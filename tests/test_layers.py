@@ -87,7 +87,9 @@ def test_decoder_layer_is_causal_and_reads_memory():
     [
         kl.SharedEmbedding(13, 8, share_embeddings=False),
         kl.PositionwiseFeedForward(12),
-        kl.EncoderLayer(2, 12, key_dim=3, value_dim=5, dropout=0.2, attention_dropout=0.1, norm_first=True),
+        kl.EncoderLayer(
+            2, 12, key_dim=3, value_dim=5, dropout=0.2, attention_dropout=0.1, norm_first=True
+        ),
         kl.Encoder(2, 2, 12, positional="learned", max_length=9),
         kl.Decoder(3, 2, 12, norm_first=True),
         kl.SinusoidalPositionalEncoding(),
@@ -100,7 +102,10 @@ def test_layers_serialize(layer):
     if isinstance(layer, kl.SharedEmbedding):
         inputs = (rng.integers(0, 13, (2, 5)).astype("int32"),)
     elif isinstance(layer, kl.Decoder):
-        inputs = (rng.normal(size=(2, 5, 8)).astype("float32"), rng.normal(size=(2, 4, 8)).astype("float32"))
+        inputs = (
+            rng.normal(size=(2, 5, 8)).astype("float32"),
+            rng.normal(size=(2, 4, 8)).astype("float32"),
+        )
     else:
         inputs = (rng.normal(size=(2, 5, 8)).astype("float32"),)
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))

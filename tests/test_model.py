@@ -3,9 +3,9 @@
 import keras
 import numpy as np
 import pytest
+from conftest import random_ids
 
 import keras_transformer as kt
-from conftest import random_ids
 
 VOCAB = 37
 
@@ -77,8 +77,10 @@ def test_cached_decoding_equals_full_sequence(overrides):
     cache = model.decoder.build_cache(memory, max_length=9)
     step_logits = []
     for t in range(9):
-        x = model.embedding(target[:, t:t + 1], mode="target")
-        out, cache = model.decoder(x, None, source_padding_mask=source_mask, cache=cache, cache_index=t)
+        x = model.embedding(target[:, t : t + 1], mode="target")
+        out, cache = model.decoder(
+            x, None, source_padding_mask=source_mask, cache=cache, cache_index=t
+        )
         step_logits.append(np.asarray(model.embedding(out, mode="logits")))
     np.testing.assert_allclose(np.concatenate(step_logits, 1), full, atol=1e-4)
 
@@ -87,7 +89,9 @@ def test_decoder_returns_cross_attention_weights_per_layer(model):
     source = np.array([[5, 6, 7, 0]], "int32")
     memory = model.encoder(model.embedding(source, mode="source"), padding_mask=source != 0)
     x = model.embedding(np.array([[2, 9]], "int32"), mode="target")
-    _, weights = model.decoder(x, memory, source_padding_mask=source != 0, return_attention_scores=True)
+    _, weights = model.decoder(
+        x, memory, source_padding_mask=source != 0, return_attention_scores=True
+    )
     assert len(weights) == 2 and tuple(weights[0].shape) == (1, 4, 2, 4)
     assert np.all(np.asarray(weights[0])[..., 3] == 0.0)
 
@@ -144,14 +148,23 @@ def test_mixed_bfloat16_gives_float32_logits_and_trains_without_nan():
 @pytest.mark.parametrize(
     "inputs, message",
     [
-        ({"source": np.ones((2, 3), "float32"), "target": np.ones((2, 3), "int32")},
-         "'source' must hold integer token ids .* got dtype float32"),
-        ({"source": np.ones((2, 3), "int32"), "target": np.ones((2, 3, 4), "int32")},
-         r"'target' must have rank 2 \[batch, length\]; got shape \(2, 3, 4\)"),
-        ({"source": np.ones((3,), "int32"), "target": np.ones((2, 3), "int32")},
-         r"'source' must have rank 2 \[batch, length\]; got shape \(3,\)"),
-        ({"src": np.ones((2, 3), "int32"), "target": np.ones((2, 3), "int32")},
-         r"Missing data for input \"source\".*Expected the following keys: \['source', 'target'\]"),
+        (
+            {"source": np.ones((2, 3), "float32"), "target": np.ones((2, 3), "int32")},
+            "'source' must hold integer token ids .* got dtype float32",
+        ),
+        (
+            {"source": np.ones((2, 3), "int32"), "target": np.ones((2, 3, 4), "int32")},
+            r"'target' must have rank 2 \[batch, length\]; got shape \(2, 3, 4\)",
+        ),
+        (
+            {"source": np.ones((3,), "int32"), "target": np.ones((2, 3), "int32")},
+            r"'source' must have rank 2 \[batch, length\]; got shape \(3,\)",
+        ),
+        (
+            {"src": np.ones((2, 3), "int32"), "target": np.ones((2, 3), "int32")},
+            r"Missing data for input \"source\".*Expected the following keys: \['source', "
+            r"'target'\]",
+        ),
         (np.ones((2, 3), "int32"), r"expects 2 named input\(s\) with keys \['source', 'target'\]"),
         ([np.ones((2, 3), "int32")] * 2, r"must be a dict \{\"source\": .*; got list"),
     ],

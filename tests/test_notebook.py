@@ -25,16 +25,27 @@ def test_committed_notebook_is_clean():
     assert not re.search(r"(api[_-]?key|token|secret|password)\s*[=:]\s*['\"][^'\"]+", text, re.I)
     assert len(tagged(notebook, "colab-install")) == 1 and len(tagged(notebook, "parameters")) == 1
     # Each step points to the paper's section it implements.
-    sections = set(re.findall(r"§\d(?:\.\d)*", "".join(c.source for c in notebook.cells if c.cell_type == "markdown")))
+    sections = set(
+        re.findall(
+            r"§\d(?:\.\d)*", "".join(c.source for c in notebook.cells if c.cell_type == "markdown")
+        )
+    )
     assert {"§3.1", "§3.2.3", "§3.4", "§3.5", "§5.1", "§5.3", "§6.1"} <= sections
 
 
 def test_notebook_runs_headless(tmp_path, monkeypatch):
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    notebook.cells = [c for c in notebook.cells if "colab-install" not in c.metadata.get("tags", [])]
+    notebook.cells = [
+        c for c in notebook.cells if "colab-install" not in c.metadata.get("tags", [])
+    ]
     monkeypatch.setenv("SMOKE", "1")
     monkeypatch.setenv("PYTHONPATH", str(REPO))
-    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        notebook,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    ).execute()
 
     def text_of(cell):
         return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")

@@ -29,7 +29,9 @@ def test_layer_adds_encoding_at_any_length_and_offset():
     layer = SinusoidalPositionalEncoding()
     x = np.random.default_rng(0).normal(size=(2, 1000, 8)).astype("float32")
     full = np.asarray(layer(x))
-    np.testing.assert_allclose(full - x, np.broadcast_to(sinusoidal_encoding(np.arange(1000), 8), x.shape), atol=1e-5)
+    np.testing.assert_allclose(
+        full - x, np.broadcast_to(sinusoidal_encoding(np.arange(1000), 8), x.shape), atol=1e-5
+    )
     np.testing.assert_allclose(layer(x[:, 37:38], start_index=37), full[:, 37:38], atol=1e-5)
 
 
@@ -52,6 +54,8 @@ def test_learned_positions_past_max_length_fail_clearly_inside_a_graph():
     layer(x)
     step = tf.function(lambda x, start: layer(x, start_index=start))
     np.testing.assert_allclose(step(x, tf.constant(2)), layer(x, start_index=2))
-    for _ in range(200):  # the assertion must come before the gather every time, not by luck of scheduling
+    for _ in range(
+        200
+    ):  # the assertion must come before the gather every time, not by luck of scheduling
         with pytest.raises(tf.errors.InvalidArgumentError, match="max_length=4 was requested"):
             step(x, tf.constant(3))

@@ -12,69 +12,138 @@ from conftest import number_pairs
 from benchmarks import quality
 
 
-
 @pytest.fixture
 def tiny_study(tmp_path, monkeypatch):
     data = tmp_path / "numbers"
     data.mkdir()
     for split, n, seed in (("train", 600, 0), ("validation", 8, 1), ("test", 8, 2)):
-        (data / f"{split}.tsv").write_text("".join(f"{de}\t{en}\n" for de, en in number_pairs(n, seed)))
-    monkeypatch.setattr(quality, "DEMO_FLAGS", (
-        "--preset", "tiny", "--set", "max_length=64", "--dataset", f"tsv:{data}", "--vocab-size", "300",
-        "--max-length", "32", "--tokens-per-batch", "512", "--steps", "30", "--steps-per-epoch", "30",
-        "--bleu-sentences", "4", "--samples", "0",
-    ))
+        (data / f"{split}.tsv").write_text(
+            "".join(f"{de}\t{en}\n" for de, en in number_pairs(n, seed))
+        )
+    monkeypatch.setattr(
+        quality,
+        "DEMO_FLAGS",
+        (
+            "--preset",
+            "tiny",
+            "--set",
+            "max_length=64",
+            "--dataset",
+            f"tsv:{data}",
+            "--vocab-size",
+            "300",
+            "--max-length",
+            "32",
+            "--tokens-per-batch",
+            "512",
+            "--steps",
+            "30",
+            "--steps-per-epoch",
+            "30",
+            "--bleu-sentences",
+            "4",
+            "--samples",
+            "0",
+        ),
+    )
     monkeypatch.setattr(quality, "CHECKPOINT_EVERY", 10)
     runs = (
         quality.Run("plain", "baseline", decodings=((1, 0.0, 1), (2, 1.0, 3))),
-        quality.Run("confirm", "confirm", ("--set", "dropout=0.0"), full_budget=True, seed=1,
-                    decodings=((2, 1.0, 3),), test=True),
+        quality.Run(
+            "confirm",
+            "confirm",
+            ("--set", "dropout=0.0"),
+            full_budget=True,
+            seed=1,
+            decodings=((2, 1.0, 3),),
+            test=True,
+        ),
     )
     monkeypatch.setattr(quality, "STUDY", runs)
     return runs, tmp_path / "work"
 
 
-def test_runs_score_validation_and_only_marked_runs_score_test(tiny_study, tmp_path):
+def test_runs_score_validation_and_only_marked_runs_score_test(tiny_study, tmp_path, monkeypatch):
     (plain, confirm), work = tiny_study
     quality.run_child(plain, work, minutes=5)
     quality.run_child(confirm, work, minutes=quality.FULL_MINUTES)
     first = json.loads((work / "plain" / "result.json").read_text())
     assert first["steps"] == 30 and first["minutes"] == 5 and first["flags"] == []
-    assert first["definition"] == plain.definition(5) and "--max-minutes" in first["definition"]["training_flags"]
+    assert (
+        first["definition"] == plain.definition(5)
+        and "--max-minutes" in first["definition"]["training_flags"]
+    )
+    assert 0 < first["training_seconds"] < first["total_seconds"] and first["matmul_gflops"] > 0
     assert [(s["split"], s["beam"], s["alpha"], s["averaged"]) for s in first["scores"]] == [
-        ("validation", 1, 0.0, 1), ("validation", 2, 1.0, 3)]
+        ("validation", 1, 0.0, 1),
+        ("validation", 2, 1.0, 3),
+    ]
     second = json.loads((work / "confirm" / "result.json").read_text())
     assert [s["split"] for s in second["scores"]] == ["validation", "test"]
     for score in first["scores"] + second["scores"]:
-        assert 0 <= score["bleu"] <= 100 and 0 <= score["chrf"] <= 100 and 0 < score["brevity_penalty"] <= 1
+        assert (
+            0 <= score["bleu"] <= 100
+            and 0 <= score["chrf"] <= 100
+            and 0 < score["brevity_penalty"] <= 1
+        )
     # The two runs share one tokenizer, trained by the first.
     assert [p.name for p in (work / "tokenizers").iterdir()] == ["sentences-300.model"]
-    assert json.loads((work / "confirm" / "run.json").read_text())["vocabulary"]["tokenizer"].endswith("sentences-300.model")
+    assert json.loads((work / "confirm" / "run.json").read_text())["vocabulary"][
+        "tokenizer"
+    ].endswith("sentences-300.model")
 
     report = tmp_path / "QUALITY.md"
-    report.write_text(f"# Study\n\nintro kept\n\n{quality.TABLE_START}\nold table\n{quality.TABLE_END}\n\nanalysis kept\n")
+    report.write_text(
+        f"# Study\n\nintro kept\n\n{quality.TABLE_START}\nold "
+        f"table\n{quality.TABLE_END}\n\nanalysis kept\n"
+    )
     quality.write_report(quality.results(work, minutes=5), report)
     text = report.read_text()
-    assert text.startswith("# Study\n\nintro kept\n") and text.endswith("\n\nanalysis kept\n") and "old table" not in text
-    rows = [line for line in text.splitlines() if line.startswith("| plain") or line.startswith("| confirm")]
+    assert (
+        text.startswith("# Study\n\nintro kept\n")
+        and text.endswith("\n\nanalysis kept\n")
+        and "old table" not in text
+    )
+    rows = [
+        line
+        for line in text.splitlines()
+        if line.startswith("| plain") or line.startswith("| confirm")
+    ]
     assert len(rows) == 3
-    assert rows[0].split(" | ")[13:16] == ["-", "-", "-"]  # no test score for a screening run
+    assert rows[0].split(" | ")[15:18] == ["-", "-", "-"]  # no test score for a screening run
+    assert rows[0].split(" | ")[6:8] == [
+        f"{first['training_seconds'] / 30:.2f}",
+        f"{first['matmul_gflops']:.0f}",
+    ]
     validation, test = second["scores"]
-    assert rows[2].split(" | ")[9:15] == [f"{validation['bleu']:.2f}", f"{validation['chrf']:.1f}",
-                                          f"{validation['brevity_penalty']:.3f}", f"{validation['length_ratio']:.2f}",
-                                          f"{test['bleu']:.2f}", f"{test['chrf']:.1f}"]
-    assert "| confirm | confirm | --set dropout=0.0 | 1 | 14 | 30 | 2 | 1 | 3 |" in rows[2]
+    assert rows[2].split(" | ")[11:17] == [
+        f"{validation['bleu']:.2f}",
+        f"{validation['chrf']:.1f}",
+        f"{validation['brevity_penalty']:.3f}",
+        f"{validation['length_ratio']:.2f}",
+        f"{test['bleu']:.2f}",
+        f"{test['chrf']:.1f}",
+    ]
+    assert rows[2].startswith("| confirm | confirm | --set dropout=0.0 | 1 | 14 | 30 | ")
+    assert rows[2].split(" | ")[8:11] == ["2", "1", "3"]
     assert json.loads(report.with_suffix(".json").read_text()) == [first, second]
 
     # A result from another screening budget, or of a run defined otherwise since, does not
     # count: that run is done again. The report keeps the older result after the others.
     assert [r["name"] for r in quality.results(work, minutes=4)] == ["confirm"]
-    redefined = (plain, quality.dataclasses.replace(confirm, decodings=((1, 0.0, 1),)))
-    quality.STUDY = redefined
-    assert [r["name"] for r in quality.results(work, minutes=5)] == ["plain"]
-    quality.write_report(quality.results(work, minutes=5), report)
-    assert json.loads(report.with_suffix(".json").read_text()) == [first, second]
-    quality.STUDY = (plain, confirm)
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            quality,
+            "STUDY",
+            (plain, quality.dataclasses.replace(confirm, decodings=((1, 0.0, 1),))),
+        )
+        assert [r["name"] for r in quality.results(work, minutes=5)] == ["plain"]
+        quality.write_report(quality.results(work, minutes=5), report)
+        assert json.loads(report.with_suffix(".json").read_text()) == [first, second]
+    # Nor does a result of an earlier version of the study (the code it measured has changed).
+    with monkeypatch.context() as patch:
+        patch.setattr(quality, "STUDY_VERSION", quality.STUDY_VERSION + 1)
+        assert quality.results(work, minutes=5) == []
     # In a fresh checkout (no run directories) the report's raw results say what is done.
     recorded = quality.recorded_results(report)
     assert quality.results(tmp_path / "fresh", minutes=5, recorded=recorded) == [first, second]
@@ -97,6 +166,10 @@ def test_list_and_help(tiny_study, capsys):
     with pytest.raises(SystemExit):
         quality.main(["--only", "nothing", "--work-dir", str(work)])
     assert "no run or lever named nothing" in capsys.readouterr().err
-    help_text = subprocess.run([sys.executable, "-m", "benchmarks.quality", "--help"], capture_output=True,
-                               text=True, cwd=quality.__file__.rsplit("/benchmarks/", 1)[0]).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "benchmarks.quality", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=quality.__file__.rsplit("/benchmarks/", 1)[0],
+    ).stdout
     assert "--minutes" in help_text and "--only" in help_text and "Resumable" in help_text

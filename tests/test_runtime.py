@@ -13,7 +13,11 @@ from training import runtime
 
 @pytest.mark.parametrize(
     "gpus, capability, mirrored, policy",
-    [(0, None, False, "float32"), (1, (9, 0), False, "mixed_bfloat16"), (2, (7, 5), True, "float32")],
+    [
+        (0, None, False, "float32"),
+        (1, (9, 0), False, "mixed_bfloat16"),
+        (2, (7, 5), True, "float32"),
+    ],
 )
 def test_auto_strategy_and_precision(monkeypatch, gpus, capability, mirrored, policy):
     """auto: MirroredStrategy with several GPUs, bf16 when every GPU is Ampere or newer; the GPUs
@@ -22,8 +26,16 @@ def test_auto_strategy_and_precision(monkeypatch, gpus, capability, mirrored, po
         monkeypatch.delenv(name, raising=False)
     listed = [tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU") for i in range(gpus)]
     real = tf.config.list_physical_devices
-    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: listed if kind == "GPU" else real(kind))
-    monkeypatch.setattr(tf.config.experimental, "get_device_details", lambda device: {"compute_capability": capability})
+    monkeypatch.setattr(
+        tf.config,
+        "list_physical_devices",
+        lambda kind=None: listed if kind == "GPU" else real(kind),
+    )
+    monkeypatch.setattr(
+        tf.config.experimental,
+        "get_device_details",
+        lambda device: {"compute_capability": capability},
+    )
     strategy = runtime.create_strategy("auto")
     if mirrored:
         assert isinstance(strategy, tf.distribute.MirroredStrategy)
@@ -43,7 +55,9 @@ def test_fp16_trains_with_loss_scaling():
     rng = np.random.default_rng(0)
     tokens = rng.integers(4, 30, (8, 10)).astype("int32")
     before = [np.array(w) for w in model.trainable_weights]
-    losses = [float(model.train_on_batch({"source": tokens, "target": tokens}, tokens)) for _ in range(3)]
+    losses = [
+        float(model.train_on_batch({"source": tokens, "target": tokens}, tokens)) for _ in range(3)
+    ]
     assert all(np.isfinite(losses))
     assert all(w.dtype == "float32" for w in model.trainable_weights)  # float32 master weights
     assert all(not np.array_equal(b, np.array(w)) for b, w in zip(before, model.trainable_weights))
@@ -55,8 +69,20 @@ def test_fp16_trains_with_loss_scaling():
         (None, True),
         ({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 0}}, True),
         ({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1}}, False),
-        ({"cluster": {"chief": ["c:1"], "worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}, False),
-        ({"cluster": {"chief": ["c:1"], "worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}, True),
+        (
+            {
+                "cluster": {"chief": ["c:1"], "worker": ["a:1"]},
+                "task": {"type": "worker", "index": 0},
+            },
+            False,
+        ),
+        (
+            {
+                "cluster": {"chief": ["c:1"], "worker": ["a:1"]},
+                "task": {"type": "chief", "index": 0},
+            },
+            True,
+        ),
     ],
 )
 def test_only_the_chief_writes(monkeypatch, tf_config, chief):

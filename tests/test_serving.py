@@ -14,7 +14,14 @@ import grpc
 import pytest
 import tensorflow as tf
 import yaml
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format, wrappers_pb2
+from google.protobuf import (
+    descriptor_pb2,
+    descriptor_pool,
+    message_factory,
+    text_format,
+    wrappers_pb2,
+)
+from serving_standin import ModelServerStandIn
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     model_pb2,
@@ -26,7 +33,7 @@ from tensorflow_serving.config import model_server_config_pb2
 import keras_transformer as kt
 from serving import client as serving_client
 from serving.client import GrpcClient, RestClient, ServingError, Translation
-from serving_standin import ModelServerStandIn
+from serving.packaging import export_for_serving
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SERVING = REPO / "serving"
@@ -38,8 +45,8 @@ def server(number_translator, tmp_path_factory):
     """Model `numbers`: version 1 (beam 4) and version 2 (greedy), labelled stable and canary."""
     model, tokenizer, pairs = number_translator
     base = tmp_path_factory.mktemp("models") / "numbers"
-    kt.export_saved_model(kt.Translator(model, tokenizer, beam_size=4), base)
-    kt.export_saved_model(kt.Translator(model, tokenizer, beam_size=1), base)
+    export_for_serving(kt.Translator(model, tokenizer, beam_size=4), base)
+    export_for_serving(kt.Translator(model, tokenizer, beam_size=1), base)
     with ModelServerStandIn("numbers", base, labels={"stable": 1, "canary": 2}) as stand_in:
         stand_in.pairs = pairs[:6]
         yield stand_in
@@ -76,10 +83,20 @@ def http(server, path, body=None):
 def test_rest_status_and_metadata(server):
     status, answer = http(server, "/v1/models/numbers")
     assert status == 200
-    assert answer == {"model_version_status": [
-        {"version": str(v), "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}} for v in (2, 1)
-    ]}
-    assert http(server, "/v1/models/numbers/versions/1")[1]["model_version_status"][0]["version"] == "1"
+    assert answer == {
+        "model_version_status": [
+            {
+                "version": str(v),
+                "state": "AVAILABLE",
+                "status": {"error_code": "OK", "error_message": ""},
+            }
+            for v in (2, 1)
+        ]
+    }
+    assert (
+        http(server, "/v1/models/numbers/versions/1")[1]["model_version_status"][0]["version"]
+        == "1"
+    )
 
     status, answer = http(server, "/v1/models/numbers/labels/stable/metadata")
     assert status == 200
@@ -91,7 +108,10 @@ def test_rest_status_and_metadata(server):
     assert translate["inputs"]["sentences"]["dtype"] == "DT_STRING"
     assert translate["inputs"]["sentences"]["tensor_shape"]["dim"] == [{"size": "-1", "name": ""}]
     assert {name: output["dtype"] for name, output in translate["outputs"].items()} == {
-        "translation": "DT_STRING", "score": "DT_FLOAT", "tokens": "DT_INT32"}
+        "translation": "DT_STRING",
+        "score": "DT_FLOAT",
+        "tokens": "DT_INT32",
+    }
 
 
 def test_rest_predict_row_and_columnar(server):
@@ -99,38 +119,83 @@ def test_rest_predict_row_and_columnar(server):
     status, rows = http(server, "/v1/models/numbers:predict", {"instances": list(german)})
     assert status == 200
     assert [p["translation"] for p in rows["predictions"]] == list(english)
-    assert all(set(p) == {"translation", "score", "tokens"} and p["score"] < 0 for p in rows["predictions"])
+    assert all(
+        set(p) == {"translation", "score", "tokens"} and p["score"] < 0 for p in rows["predictions"]
+    )
 
-    named = http(server, "/v1/models/numbers:predict",
-                 {"signature_name": "translate", "instances": [{"sentences": s} for s in german]})[1]
+    named = http(
+        server,
+        "/v1/models/numbers:predict",
+        {"signature_name": "translate", "instances": [{"sentences": s} for s in german]},
+    )[1]
     assert named == rows
 
-    status, columns = http(server, "/v1/models/numbers:predict", {"inputs": {"sentences": list(german)}})
+    status, columns = http(
+        server, "/v1/models/numbers:predict", {"inputs": {"sentences": list(german)}}
+    )
     assert status == 200
     assert columns["outputs"]["translation"] == list(english)
     assert columns["outputs"]["score"] == [p["score"] for p in rows["predictions"]]
     assert http(server, "/v1/models/numbers:predict", {"inputs": list(german)})[1] == columns
 
     # Version 2 (greedy) by label and by number; the numbers task needs no beam to be exact.
-    canary = http(server, "/v1/models/numbers/labels/canary:predict", {"instances": list(german)})[1]
+    canary = http(server, "/v1/models/numbers/labels/canary:predict", {"instances": list(german)})[
+        1
+    ]
     assert [p["translation"] for p in canary["predictions"]] == list(english)
-    assert http(server, "/v1/models/numbers/versions/2:predict", {"instances": list(german)})[1] == canary
+    assert (
+        http(server, "/v1/models/numbers/versions/2:predict", {"instances": list(german)})[1]
+        == canary
+    )
 
 
 @pytest.mark.parametrize(
     "path, body, status, message",
     [
-        ("/v1/models/words:predict", {"instances": ["eins"]}, 404, r"Servable not found for request: Latest\(words\)"),
-        ("/v1/models/numbers/versions/7:predict", {"instances": ["eins"]}, 404, r"Specific\(numbers, 7\)"),
-        ("/v1/models/numbers:predict", {"signature_name": "classify", "instances": ["eins"]}, 400,
-         r'Serving signature name: "classify" not found in signature def'),
+        (
+            "/v1/models/words:predict",
+            {"instances": ["eins"]},
+            404,
+            r"Servable not found for request: Latest\(words\)",
+        ),
+        (
+            "/v1/models/numbers/versions/7:predict",
+            {"instances": ["eins"]},
+            404,
+            r"Specific\(numbers, 7\)",
+        ),
+        (
+            "/v1/models/numbers:predict",
+            {"signature_name": "classify", "instances": ["eins"]},
+            400,
+            r'Serving signature name: "classify" not found in signature def',
+        ),
         ("/v1/models/numbers:predict", b"{'instances': [", 400, r"JSON Parse error"),
-        ("/v1/models/numbers:predict", {"instances": ["eins"], "inputs": ["eins"]}, 400,
-         r"expecting only one of 'inputs' or 'instances' keys to exist"),
-        ("/v1/models/numbers:predict", {"signature_name": "translate"}, 400, r"Missing 'inputs' or 'instances' key"),
+        (
+            "/v1/models/numbers:predict",
+            {"instances": ["eins"], "inputs": ["eins"]},
+            400,
+            r"expecting only one of 'inputs' or 'instances' keys to exist",
+        ),
+        (
+            "/v1/models/numbers:predict",
+            {"signature_name": "translate"},
+            400,
+            r"Missing 'inputs' or 'instances' key",
+        ),
         ("/v1/models/numbers:predict", {"instances": []}, 400, r"No values in 'instances' array"),
-        ("/v1/models/numbers:predict", {"instances": [{"text": "eins"}]}, 400, r"keys of every object must be equal to \['sentences'\]"),
-        ("/v1/models/numbers:classify", {"instances": ["eins"]}, 400, r"Malformed request: POST /v1/models/numbers:classify"),
+        (
+            "/v1/models/numbers:predict",
+            {"instances": [{"text": "eins"}]},
+            400,
+            r"keys of every object must be equal to \['sentences'\]",
+        ),
+        (
+            "/v1/models/numbers:classify",
+            {"instances": ["eins"]},
+            400,
+            r"Malformed request: POST /v1/models/numbers:classify",
+        ),
         ("/v1/models/words", None, 404, r"Could not find any versions of model words"),
         ("/v1/models/numbers/versions/7", None, 404, r"Could not find version 7 of model numbers"),
     ],
@@ -148,19 +213,34 @@ def test_grpc_predict_and_metadata(server):
     german, english = zip(*server.pairs)
     with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-        request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(name="numbers", signature_name="translate"))
+        request = predict_pb2.PredictRequest(
+            model_spec=model_pb2.ModelSpec(name="numbers", signature_name="translate")
+        )
         request.inputs["sentences"].CopyFrom(tf.make_tensor_proto(list(german), dtype=tf.string))
         response = stub.Predict(request, timeout=60)
-        assert [t.decode() for t in tf.make_ndarray(response.outputs["translation"])] == list(english)
-        assert response.model_spec.version.value == 2 and response.model_spec.signature_name == "translate"
+        assert [t.decode() for t in tf.make_ndarray(response.outputs["translation"])] == list(
+            english
+        )
+        assert (
+            response.model_spec.version.value == 2
+            and response.model_spec.signature_name == "translate"
+        )
         assert tf.make_ndarray(response.outputs["tokens"]).shape[0] == len(german)
 
-        metadata = stub.GetModelMetadata(get_model_metadata_pb2.GetModelMetadataRequest(
-            model_spec=model_pb2.ModelSpec(name="numbers", version_label="stable"), metadata_field=["signature_def"]), timeout=60)
+        metadata = stub.GetModelMetadata(
+            get_model_metadata_pb2.GetModelMetadataRequest(
+                model_spec=model_pb2.ModelSpec(name="numbers", version_label="stable"),
+                metadata_field=["signature_def"],
+            ),
+            timeout=60,
+        )
         signatures = get_model_metadata_pb2.SignatureDefMap()
         assert metadata.metadata["signature_def"].Unpack(signatures)
         assert metadata.model_spec.version.value == 1
-        assert signatures.signature_def["serving_default"].inputs["sentences"].dtype == tf.string.as_datatype_enum
+        assert (
+            signatures.signature_def["serving_default"].inputs["sentences"].dtype
+            == tf.string.as_datatype_enum
+        )
 
         request.model_spec.name = "words"
         with pytest.raises(grpc.RpcError) as error:
@@ -178,23 +258,37 @@ def test_client_translates_and_reports(server, kind):
     results = client_for(server, kind).translate(german)
     assert [r.translation for r in results] == list(english)
     assert all(isinstance(r, Translation) and r.score < 0 for r in results)
-    assert [r.translation for r in client_for(server, kind, label="canary").translate(german)] == list(english)
+    assert [
+        r.translation for r in client_for(server, kind, label="canary").translate(german)
+    ] == list(english)
     calls = server.calls
-    assert [r.translation for r in client_for(server, kind, batch_size=4).translate(german)] == list(english)
+    assert [
+        r.translation for r in client_for(server, kind, batch_size=4).translate(german)
+    ] == list(english)
     assert server.calls - calls == 2  # 6 sentences, at most 4 a request
 
     # Status and metadata in the REST JSON form, whichever the protocol.
     assert client_for(server, kind).status() == http(server, "/v1/models/numbers")[1]
-    assert client_for(server, kind, version=1).status() == http(server, "/v1/models/numbers/versions/1")[1]
-    assert client_for(server, kind, label="stable").metadata() == http(server, "/v1/models/numbers/labels/stable/metadata")[1]
+    assert (
+        client_for(server, kind, version=1).status()
+        == http(server, "/v1/models/numbers/versions/1")[1]
+    )
+    assert (
+        client_for(server, kind, label="stable").metadata()
+        == http(server, "/v1/models/numbers/labels/stable/metadata")[1]
+    )
 
 
 @pytest.mark.parametrize("kind", CLIENTS)
 def test_client_errors_carry_the_servers_message(server, kind):
-    with pytest.raises(ServingError, match=r'Serving signature name: "classify" not found') as error:
+    with pytest.raises(
+        ServingError, match=r'Serving signature name: "classify" not found'
+    ) as error:
         client_for(server, kind, signature="classify").translate(["eins"])
     assert error.value.code in (400, "INVALID_ARGUMENT")
-    with pytest.raises(ServingError, match=r"Servable not found for request: Specific\(numbers, 9\)") as error:
+    with pytest.raises(
+        ServingError, match=r"Servable not found for request: Specific\(numbers, 9\)"
+    ) as error:
         client_for(server, kind, version=9).translate(["eins"])
     assert error.value.code in (404, "NOT_FOUND")
 
@@ -208,7 +302,13 @@ def test_client_retries_unavailable_a_bounded_number_of_times(server, kind):
 
     server.fail_next(10)
     calls = server.calls
-    with pytest.raises(ServingError, match=r"unavailable \((REST|gRPC), 3 attempts within 30 s\): the model server is not ready yet") as error:
+    with pytest.raises(
+        ServingError,
+        match=(
+            r"unavailable \((REST|gRPC), 3 attempts within 30 s\): the model server is not ready "
+            r"yet"
+        ),
+    ) as error:
         client_for(server, kind, retries=2).translate(["eins"])
     assert error.value.code == "UNAVAILABLE" and server.calls - calls == 3
 
@@ -240,7 +340,9 @@ def test_client_refuses_empty_and_oversized_requests_before_sending(server, kind
     calls = server.calls
     with pytest.raises(ValueError, match="nothing to translate"):
         client_for(server, kind).translate([])
-    with pytest.raises(ValueError, match=r"the request for 2 sentences is \d+ bytes, over the limit of 200 bytes"):
+    with pytest.raises(
+        ValueError, match=r"the request for 2 sentences is \d+ bytes, over the limit of 200 bytes"
+    ):
         client_for(server, kind, max_request_bytes=200).translate(["eins " * 20, "zwei " * 20])
     with pytest.raises(TypeError, match="sentence 1 is a bytes, not a str"):
         client_for(server, kind).translate(["eins", b"zwei"])
@@ -254,8 +356,23 @@ def test_command_line(server, capsys, tmp_path):
     assert capsys.readouterr().out.splitlines() == list(english[:2])
 
     (tmp_path / "de.txt").write_text("\n".join(german) + "\n", encoding="utf-8")
-    serving_client.main(["--protocol", "grpc", "--port", str(server.grpc_port), "--host", "127.0.0.1",
-                         "--model", "numbers", "--file", str(tmp_path / "de.txt"), "--batch-size", "4", "--scores"])
+    serving_client.main(
+        [
+            "--protocol",
+            "grpc",
+            "--port",
+            str(server.grpc_port),
+            "--host",
+            "127.0.0.1",
+            "--model",
+            "numbers",
+            "--file",
+            str(tmp_path / "de.txt"),
+            "--batch-size",
+            "4",
+            "--scores",
+        ]
+    )
     lines = capsys.readouterr().out.splitlines()
     assert [line.split("\t")[1] for line in lines] == list(english)
     assert all(float(line.split("\t")[0]) < 0 for line in lines)
@@ -268,7 +385,11 @@ def test_command_line(server, capsys, tmp_path):
 
     for arguments, stdin, message in [
         (rest, "", "nothing to translate: give sentences as arguments, with --file, or on stdin"),
-        ([*rest, "--file", str(tmp_path / "missing.txt")], "", r"missing.txt: \[Errno 2\] No such file"),
+        (
+            [*rest, "--file", str(tmp_path / "missing.txt")],
+            "",
+            r"missing.txt: \[Errno 2\] No such file",
+        ),
         ([*rest, "--model", "words", "eins"], "", r"HTTP 404: Servable not found"),
     ]:
         with pytest.raises(SystemExit) as exit_info:
@@ -283,8 +404,12 @@ def test_command_line(server, capsys, tmp_path):
 def config_message(name, fields):
     """A message class for a TensorFlow Serving config proto, built from its field list in
     tensorflow_serving (the pip package ships the API protos, not these two)."""
-    file = descriptor_pb2.FileDescriptorProto(name=f"{name}.proto", package="tensorflow.serving",
-                                              dependency=["google/protobuf/wrappers.proto"], syntax="proto3")
+    file = descriptor_pb2.FileDescriptorProto(
+        name=f"{name}.proto",
+        package="tensorflow.serving",
+        dependency=["google/protobuf/wrappers.proto"],
+        syntax="proto3",
+    )
     for message_name, message_fields in fields.items():
         message = file.message_type.add(name=message_name)
         for number, (field, kind, label) in enumerate(message_fields, start=1):
@@ -299,23 +424,46 @@ def config_message(name, fields):
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tensorflow.serving.{name}"))
 
 
-OPTIONAL, REPEATED = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL, descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
+OPTIONAL, REPEATED = (
+    descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+    descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
+)
 INT64 = (".google.protobuf.Int64Value", OPTIONAL)
-BatchingParameters = config_message("BatchingParameters", {"BatchingParameters": [  # session_bundle_config.proto
-    ("max_batch_size", *INT64), ("batch_timeout_micros", *INT64), ("max_enqueued_batches", *INT64),
-    ("num_batch_threads", *INT64), ("thread_pool_name", ".google.protobuf.StringValue", OPTIONAL),
-    ("allowed_batch_sizes", "INT64", REPEATED), ("pad_variable_length_inputs", "BOOL", OPTIONAL),
-]})
-MonitoringConfig = config_message("MonitoringConfig", {  # monitoring_config.proto
-    "PrometheusConfig": [("enable", "BOOL", OPTIONAL), ("path", "STRING", OPTIONAL)],
-    "MonitoringConfig": [("prometheus_config", ".tensorflow.serving.PrometheusConfig", OPTIONAL)],
-})
+BatchingParameters = config_message(
+    "BatchingParameters",
+    {
+        "BatchingParameters": [  # session_bundle_config.proto
+            ("max_batch_size", *INT64),
+            ("batch_timeout_micros", *INT64),
+            ("max_enqueued_batches", *INT64),
+            ("num_batch_threads", *INT64),
+            ("thread_pool_name", ".google.protobuf.StringValue", OPTIONAL),
+            ("allowed_batch_sizes", "INT64", REPEATED),
+            ("pad_variable_length_inputs", "BOOL", OPTIONAL),
+        ]
+    },
+)
+MonitoringConfig = config_message(
+    "MonitoringConfig",
+    {  # monitoring_config.proto
+        "PrometheusConfig": [("enable", "BOOL", OPTIONAL), ("path", "STRING", OPTIONAL)],
+        "MonitoringConfig": [
+            ("prometheus_config", ".tensorflow.serving.PrometheusConfig", OPTIONAL)
+        ],
+    },
+)
 
 
 def test_models_config_is_a_model_server_config():
-    config = text_format.Parse((SERVING / "models.config").read_text(), model_server_config_pb2.ModelServerConfig())
+    config = text_format.Parse(
+        (SERVING / "models.config").read_text(), model_server_config_pb2.ModelServerConfig()
+    )
     (model,) = config.model_config_list.config
-    assert (model.name, model.base_path, model.model_platform) == ("transformer", "/models/transformer", "tensorflow")
+    assert (model.name, model.base_path, model.model_platform) == (
+        "transformer",
+        "/models/transformer",
+        "tensorflow",
+    )
     assert model.model_version_policy.latest.num_versions == 1
 
 
@@ -327,7 +475,9 @@ def test_readme_rollout_configs_parse():
     for block in blocks:
         config = text_format.Parse(block, model_server_config_pb2.ModelServerConfig())
         (model,) = config.model_config_list.config
-        policies.append((list(model.model_version_policy.specific.versions), dict(model.version_labels)))
+        policies.append(
+            (list(model.model_version_policy.specific.versions), dict(model.version_labels))
+        )
     assert ([1, 2], {"stable": 1}) in policies  # roll-out: both versions served
     assert ([1, 2], {"stable": 1, "canary": 2}) in policies  # then version 2 labelled
     assert ([1], {"stable": 1}) in policies  # roll-back: version 1 only
@@ -335,7 +485,9 @@ def test_readme_rollout_configs_parse():
 
 def test_batching_and_monitoring_configs_parse():
     batching = text_format.Parse((SERVING / "batching.config").read_text(), BatchingParameters())
-    assert batching.max_batch_size.value == serving_client.BATCH_SIZE  # the client's default request size
+    assert (
+        batching.max_batch_size.value == serving_client.BATCH_SIZE
+    )  # the client's default request size
     assert batching.num_batch_threads.value >= 1
     assert batching.batch_timeout_micros.value > 0
     monitoring = text_format.Parse((SERVING / "monitoring.config").read_text(), MonitoringConfig())

@@ -23,13 +23,19 @@ def test_tfds_pairs_feed_the_batching_pipeline(tokenizer):
     with tfds.testing.mock_data(num_examples=20):
         pairs = load_tfds("wmt14_translate/de-en", "validation", shuffle_files=True)
         report = pipeline_report(pairs, tokenizer, tokens_per_batch=4000, max_length=200)
-        batches = list(make_batches(pairs, tokenizer, tokens_per_batch=4000, max_length=200).as_numpy_iterator())
+        batches = list(
+            make_batches(
+                pairs, tokenizer, tokens_per_batch=4000, max_length=200
+            ).as_numpy_iterator()
+        )
     assert report.read == 20 and report.kept + sum(report.dropped.values()) == 20
     assert sum(len(target_out) for _, target_out in batches) == report.kept > 0
 
 
 def test_unknown_dataset_and_language():
-    with pytest.raises(ValueError, match="tensorflow-datasets has no dataset 'wmt99_translate/xx-yy'"):
+    with pytest.raises(
+        ValueError, match="tensorflow-datasets has no dataset 'wmt99_translate/xx-yy'"
+    ):
         load_tfds("wmt99_translate/xx-yy", "train")
     with pytest.raises(ValueError, match=r"has languages \['de', 'en'\]; source_language='fr'"):
         load_tfds("wmt14_translate/de-en", "train", source_language="fr")

@@ -36,7 +36,9 @@ def test_detokenize_inverts_tokenize_on_normalized_text(tokenizer, text):
     assert not np.any(ids.flat_values.numpy() == 1), "byte fallback: nothing becomes <unk>"
     restored = tokenizer.detokenize(ids).numpy()[0].decode("utf-8")
     assert restored == normalize_text(text)
-    assert tokenizer.normalize(tf.constant([text])).numpy()[0].decode("utf-8") == normalize_text(text)
+    assert tokenizer.normalize(tf.constant([text])).numpy()[0].decode("utf-8") == normalize_text(
+        text
+    )
 
 
 def test_invalid_utf8_is_replaced_not_an_error(tokenizer):
@@ -52,7 +54,9 @@ def test_ragged_and_padded_batches(tokenizer):
     assert padded.dtype == tf.int32 and padded.shape == (3, int(ragged.row_lengths().numpy().max()))
     np.testing.assert_array_equal(padded.numpy(), ragged.to_tensor().numpy())
     assert padded.numpy()[2].sum() == 0
-    np.testing.assert_array_equal(tokenizer.detokenize(padded).numpy(), tokenizer.detokenize(ragged).numpy())
+    np.testing.assert_array_equal(
+        tokenizer.detokenize(padded).numpy(), tokenizer.detokenize(ragged).numpy()
+    )
 
 
 def test_detokenize_drops_specials_and_stops_at_eos(tokenizer):
@@ -76,7 +80,9 @@ def test_survives_keras_set_random_seed(tokenizer):
 
     before = tokenizer.tokenize(tf.constant(["Das Haus."]), padded=True).numpy()
     keras.utils.set_random_seed(99)
-    np.testing.assert_array_equal(tokenizer.tokenize(tf.constant(["Das Haus."]), padded=True).numpy(), before)
+    np.testing.assert_array_equal(
+        tokenizer.tokenize(tf.constant(["Das Haus."]), padded=True).numpy(), before
+    )
 
 
 def test_save_load_round_trip(tokenizer, tmp_path):
@@ -111,7 +117,9 @@ def test_model_travels_inside_a_saved_model(tokenizer, tmp_path):
         print(repr([t.decode() for t in out["text"].numpy()]))
         """
     )
-    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert completed.stdout.strip().splitlines()[-1] == repr(["Grüße 😀", "Das Haus."])
 

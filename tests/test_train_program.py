@@ -35,16 +35,38 @@ def number_data(tmp_path_factory):
 
 def tiny_run(data, out_dir, *extra):
     return [
-        "--preset", "tiny", "--set", "max_length=64", "--dataset", f"tsv:{data}", "--vocab-size", "300",
-        "--max-length", "32", "--tokens-per-batch", "512", "--bleu-sentences", "6", "--samples", "2",
-        "--beam-size", "1", "--output-dir", str(out_dir), *extra,
+        "--preset",
+        "tiny",
+        "--set",
+        "max_length=64",
+        "--dataset",
+        f"tsv:{data}",
+        "--vocab-size",
+        "300",
+        "--max-length",
+        "32",
+        "--tokens-per-batch",
+        "512",
+        "--bleu-sentences",
+        "6",
+        "--samples",
+        "2",
+        "--beam-size",
+        "1",
+        "--output-dir",
+        str(out_dir),
+        *extra,
     ]
 
 
 def run_program(args, env=None, timeout=300):
     completed = subprocess.run(
-        [sys.executable, "-m", "training.train", *args], cwd=ROOT, capture_output=True, text=True,
-        timeout=timeout, env={**os.environ, **(env or {})},
+        [sys.executable, "-m", "training.train", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-4000:]
     return completed
@@ -54,7 +76,9 @@ def summaries(log_dir):
     """{tag: (plugin name, [(step, value)])} of every event file under log_dir."""
     found = {}
     for path in sorted(glob.glob(f"{log_dir}/events.out.tfevents.*")):
-        accumulator = event_accumulator.EventAccumulator(path, size_guidance={event_accumulator.TENSORS: 0})
+        accumulator = event_accumulator.EventAccumulator(
+            path, size_guidance={event_accumulator.TENSORS: 0}
+        )
         accumulator.Reload()
         for tag in accumulator.Tags()["tensors"]:
             plugin = accumulator.SummaryMetadata(tag).plugin_data.plugin_name
@@ -76,10 +100,17 @@ def tree(directory):
 
 def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path, capsys):
     out = tmp_path / "run"
-    train.main(tiny_run(number_data, out, "--steps", "40", "--steps-per-epoch", "20", "--keep-checkpoints", "2"))
+    train.main(
+        tiny_run(
+            number_data, out, "--steps", "40", "--steps-per-epoch", "20", "--keep-checkpoints", "2"
+        )
+    )
     printed = capsys.readouterr().out
 
-    train_logs, validation_logs = summaries(out / "logs" / "train"), summaries(out / "logs" / "validation")
+    train_logs, validation_logs = (
+        summaries(out / "logs" / "train"),
+        summaries(out / "logs" / "validation"),
+    )
     for tag in ("epoch_loss", "batch_loss", "epoch_learning_rate", "epoch_accuracy"):
         assert train_logs[tag][0] == "scalars", tag
     rates = dict(scalar_values(train_logs["epoch_learning_rate"][1]))
@@ -89,16 +120,24 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
         assert plugin == "scalars" and [step for step, _ in values] == [20, 40]
         assert all(0 <= value <= 100 for _, value in scalar_values(values)), tag
     assert validation_logs["translations"][0] == "text"
-    assert validation_logs["attention/0"][0] == "images" and validation_logs["attention/1"][0] == "images"
+    assert (
+        validation_logs["attention/0"][0] == "images"
+        and validation_logs["attention/1"][0] == "images"
+    )
     assert validation_logs["attention_pieces/0"][0] == "text"
 
-    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-0000020.weights.npz", "step-0000040.weights.npz"]
-    assert (out / "model.keras").is_file() and (out / "backup" / "latest.weights.h5").is_file()
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
+        "step-0000020.weights.npz",
+        "step-0000040.weights.npz",
+    ]
+    assert (out / "model.keras").is_file() and (out / "backup" / "backup.json").is_file()
     assert len((out / "translations.test.txt").read_text().splitlines()) == 12
     report = json.loads((out / "translations.test.txt.scores.json").read_text())
     for name in ("bleu", "chrf", "chrf++"):
         assert f"{report[name + '_text']}    ({report[name + '_signature']})" in printed
-    assert "nrefs:1|case:mixed|eff:no|tok:13a" in printed and "nc:6|nw:2" in printed  # BLEU 13a; chrF++
+    assert (
+        "nrefs:1|case:mixed|eff:no|tok:13a" in printed and "nc:6|nw:2" in printed
+    )  # BLEU 13a; chrF++
     assert (out / "export" / "1" / "saved_model.pb").is_file()
     assert json.loads((out / "run.json").read_text())["config"]["vocab_size"] == 300
 
@@ -107,7 +146,11 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
     settings = json.loads((out / "run.json").read_text())
     del settings["config"]["learning_rate_scale"]
     (out / "run.json").write_text(json.dumps(settings))
-    train.main(tiny_run(number_data, out, "--steps", "40", "--steps-per-epoch", "20", "--keep-checkpoints", "2"))
+    train.main(
+        tiny_run(
+            number_data, out, "--steps", "40", "--steps-per-epoch", "20", "--keep-checkpoints", "2"
+        )
+    )
     printed = capsys.readouterr()
     assert "training stopped at step 40" in printed.err and "resumed from the backup" in printed.out
     assert (out / "export" / "2" / "saved_model.pb").is_file()
@@ -115,9 +158,19 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
     # Bad input against this run is refused, and nothing in the run directory changes.
     before = tree(out)
     for extra, message in [
-        (["--vocab-size", "350"], "vocabulary mismatch: .*vocabulary.vocab_size: 300 in the run, 350 now"),
-        (["--tokenizer", str(out / "tokenizer.model")], "vocabulary mismatch: .*vocabulary.tokenizer: None in the run, "),
-        (["--set", "d_model=32", "--set", "num_heads=2"], r"another model's run .*config.d_model: 64 in the run, 32 now; config.num_heads: 4 in the run, 2 now"),
+        (
+            ["--vocab-size", "350"],
+            "vocabulary mismatch: .*vocabulary.vocab_size: 300 in the run, 350 now",
+        ),
+        (
+            ["--tokenizer", str(out / "tokenizer.model")],
+            "vocabulary mismatch: .*vocabulary.tokenizer: None in the run, ",
+        ),
+        (
+            ["--set", "d_model=32", "--set", "num_heads=2"],
+            r"another model's run .*config.d_model: 64 in the run, 32 now; config.num_heads: 4 in "
+            r"the run, 2 now",
+        ),
         (["--max-length", "24"], "max_length: 32 in the run, 24 now"),
     ]:
         with pytest.raises(SystemExit) as exit_info:
@@ -127,25 +180,82 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
     assert tree(out) == before
 
 
+def test_trained_under_jax_then_evaluated_and_exported_by_tensorflow(number_data, tmp_path):
+    """The README's recipe: train under KERAS_BACKEND=jax, then score and export model.keras
+    with the TensorFlow programs."""
+    out, export = tmp_path / "run", tmp_path / "export"
+    steps = ["--steps", "40", "--steps-per-epoch", "20", "--checkpoint-every", "10"]
+    trained = run_program(tiny_run(number_data, out, *steps), env={"KERAS_BACKEND": "jax"})
+    assert "Keras backend jax" in trained.stderr and "XLA on" in trained.stderr
+    assert "--bleu-sentences: translating needs the TensorFlow backend" in trained.stderr
+    assert f"python -m serving.export --model {out / 'model.keras'}" in trained.stdout
+    assert not (out / "export").exists()
+    assert [step for step, _ in summaries(out / "logs" / "train")["batch_loss"][1]][-1] == 40
+    losses = [
+        value for _, value in scalar_values(summaries(out / "logs" / "train")["epoch_loss"][1])
+    ]
+    assert losses[-1] < losses[0]
+
+    tensorflow = {**os.environ, "KERAS_BACKEND": "tensorflow"}
+    for program in (
+        [
+            "training.evaluate",
+            "--model",
+            str(out / "model.keras"),
+            "--dataset",
+            f"tsv:{number_data}",
+            "--beam-size",
+            "1",
+        ],
+        ["serving.export", "--model", str(out / "model.keras"), "--out", str(export)],
+        ["serving.translate", "--model", str(export), "eins zwei drei"],
+    ):
+        completed = subprocess.run(
+            [sys.executable, "-m", *program],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=tensorflow,
+        )
+        assert completed.returncode == 0, completed.stderr[-3000:]
+    assert (export / "1" / "saved_model.pb").is_file()
+    assert len(completed.stdout.splitlines()) == 1  # one translation for one sentence
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
         (["--preset", "huge"], "unknown preset 'huge'; choose one of"),
-        (["--strategy", "gpus"], "unknown strategy 'gpus'; choose one of auto, default, mirrored, multi_worker, tpu"),
+        (
+            ["--strategy", "gpus"],
+            "unknown strategy 'gpus'; choose one of auto, default, mirrored, multi_worker, tpu",
+        ),
         (["--mixed-precision", "fp8"], "unknown mixed precision 'fp8'"),
         (["--set", "depth=3"], "unknown config field(s) ['depth']"),
-        (["--dataset", "tfds:no_such_dataset/de-en"], "tensorflow-datasets has no dataset 'no_such_dataset/de-en'"),
+        (
+            ["--dataset", "tfds:no_such_dataset/de-en"],
+            "tensorflow-datasets has no dataset 'no_such_dataset/de-en'",
+        ),
         (["--dataset", "csv:somewhere"], "expected ding, tfds:NAME, folder:DIR or tsv:DIR"),
-        (["--strategy", "multi_worker"], "reads the cluster from the TF_CONFIG environment variable"),
+        (
+            ["--strategy", "multi_worker"],
+            "reads the cluster from the TF_CONFIG environment variable",
+        ),
         (["--keep-checkpoints", "0"], "--keep-checkpoints must be at least 1"),
         (["--tokenizer", "/no/such.model"], "--tokenizer /no/such.model: no such file"),
         (["--tokenizer", str(ROOT / "README.md")], "README.md: not a sentencepiece model"),
         (["--phrases"], "--phrases adds the Ding dictionary's phrase pairs; --dataset 'tsv:"),
-        (["--sentence-repeats", "4"], "--sentence-repeats up-samples the sentences among the phrases: it needs --phrases"),
+        (
+            ["--sentence-repeats", "4"],
+            "--sentence-repeats up-samples the sentences among the phrases: it needs --phrases",
+        ),
         (["--sentence-repeats", "0"], "--sentence-repeats must be at least 1"),
     ],
 )
-def test_bad_input_is_refused_before_anything_is_written(number_data, tmp_path, capsys, monkeypatch, extra, message):
+def test_bad_input_is_refused_before_anything_is_written(
+    number_data, tmp_path, capsys, monkeypatch, extra, message
+):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as exit_info:
@@ -155,25 +265,43 @@ def test_bad_input_is_refused_before_anything_is_written(number_data, tmp_path, 
     assert not out.exists()
 
 
-def test_tokenizer_without_the_special_ids_is_refused_before_anything_is_written(number_data, tmp_path, capsys):
+def test_tokenizer_without_the_special_ids_is_refused_before_anything_is_written(
+    number_data, tmp_path, capsys
+):
     import sentencepiece
 
-    (tmp_path / "text.txt").write_text("eins zwei drei vier fünf sechs sieben acht neun zehn\n" * 20)
-    sentencepiece.SentencePieceTrainer.train(input=str(tmp_path / "text.txt"), model_prefix=str(tmp_path / "plain"),
-                                             vocab_size=25, minloglevel=2)
+    (tmp_path / "text.txt").write_text(
+        "eins zwei drei vier fünf sechs sieben acht neun zehn\n" * 20
+    )
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(tmp_path / "text.txt"),
+        model_prefix=str(tmp_path / "plain"),
+        vocab_size=25,
+        minloglevel=2,
+    )
     out = tmp_path / "run"
     with pytest.raises(SystemExit):
         train.main(tiny_run(number_data, out, "--tokenizer", str(tmp_path / "plain.model")))
-    assert "plain.model: the sentencepiece model's ids 0-3 are ['<unk>', '<s>', '</s>'," in capsys.readouterr().err
+    assert (
+        "plain.model: the sentencepiece model's ids 0-3 are ['<unk>', '<s>', '</s>',"
+        in capsys.readouterr().err
+    )
     assert not out.exists()
 
 
 def test_unfetchable_corpus_is_a_clear_error(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))  # no apt-get: the Ding package cannot be fetched
+    monkeypatch.setenv(
+        "PATH", str(tmp_path / "no-tools")
+    )  # no apt-get: the Ding package cannot be fetched
     out = tmp_path / "run"
     with pytest.raises(SystemExit):
-        train.main(["--preset", "tiny", "--data-dir", str(tmp_path / "cache"), "--output-dir", str(out)])
-    assert "cannot run apt-get: not found; fetching the Ding corpus needs Debian's apt-get" in capsys.readouterr().err
+        train.main(
+            ["--preset", "tiny", "--data-dir", str(tmp_path / "cache"), "--output-dir", str(out)]
+        )
+    assert (
+        "cannot run apt-get: not found; fetching trans-de-en needs Debian's apt-get"
+        in capsys.readouterr().err
+    )
     assert not out.exists()
 
 
@@ -189,22 +317,44 @@ def test_checkpoints_of_another_program_are_not_touched(number_data, tmp_path, c
 
 def test_mixed_bfloat16_trains_without_nan(number_data, tmp_path, capsys):
     out = tmp_path / "run"
-    train.main(tiny_run(number_data, out, "--steps", "12", "--steps-per-epoch", "6", "--mixed-precision", "bf16",
-                        "--bleu-sentences", "0"))
+    train.main(
+        tiny_run(
+            number_data,
+            out,
+            "--steps",
+            "12",
+            "--steps-per-epoch",
+            "6",
+            "--mixed-precision",
+            "bf16",
+            "--bleu-sentences",
+            "0",
+        )
+    )
     assert "dtype policy mixed_bfloat16" in capsys.readouterr().err
-    losses = [value for _, value in scalar_values(summaries(out / "logs" / "train")["batch_loss"][1])]
+    losses = [
+        value for _, value in scalar_values(summaries(out / "logs" / "train")["batch_loss"][1])
+    ]
     assert len(losses) == 12 and all(np.isfinite(losses)) and losses[-1] < losses[0]
 
 
 def test_killed_run_resumes_from_its_backup(number_data, tmp_path):
     out = tmp_path / "run"
-    args = tiny_run(number_data, out, "--steps", "200", "--steps-per-epoch", "20", "--bleu-sentences", "0")
-    process = subprocess.Popen([sys.executable, "-m", "training.train", *args], cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    metadata = out / "backup" / "training_metadata.json"
+    args = tiny_run(
+        number_data, out, "--steps", "200", "--steps-per-epoch", "20", "--bleu-sentences", "0"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "training.train", *args],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    metadata = out / "backup" / "backup.json"
     deadline = time.monotonic() + 240
     while not (metadata.is_file() and json.loads(metadata.read_text())["epoch"] >= 2):
-        assert process.poll() is None and time.monotonic() < deadline, "the run ended before its second backup"
+        assert process.poll() is None and time.monotonic() < deadline, (
+            "the run ended before its second backup"
+        )
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
@@ -213,7 +363,10 @@ def test_killed_run_resumes_from_its_backup(number_data, tmp_path):
 
     completed = run_program(args)
     resumed_step = backed_up * 20
-    assert f"resumed from the backup in {out / 'backup'}: step {resumed_step}, epoch {backed_up}" in completed.stdout
+    assert (
+        f"resumed from the backup in {out / 'backup'}: step {resumed_step}, epoch {backed_up}"
+        in completed.stdout
+    )
     assert completed.stdout.count("/20 - ") == 10 - backed_up  # only the missing epochs are trained
     assert "training stopped at step 200" in completed.stderr
     assert checkpoints_steps(out) == [120, 140, 160, 180, 200]
@@ -230,7 +383,9 @@ class SteppingClock:
         return self.now
 
 
-def test_run_cut_by_max_minutes_resumes_from_its_last_complete_epoch(number_data, tmp_path, capsys, monkeypatch):
+def test_run_cut_by_max_minutes_resumes_from_its_last_complete_epoch(
+    number_data, tmp_path, capsys, monkeypatch
+):
     """--max-minutes stops the run inside its second epoch: the backup keeps the first epoch
     only, and the same command again drops the cut steps' checkpoints, redoes those steps and
     ends at --steps exactly."""
@@ -238,12 +393,29 @@ def test_run_cut_by_max_minutes_resumes_from_its_last_complete_epoch(number_data
     from training.checkpoints import checkpoint_path
 
     out = tmp_path / "run"
-    args = tiny_run(number_data, out, "--steps", "60", "--steps-per-epoch", "20", "--checkpoint-every", "10",
-                    "--keep-checkpoints", "5", "--bleu-sentences", "0", "--max-minutes", "5")
+    args = tiny_run(
+        number_data,
+        out,
+        "--steps",
+        "60",
+        "--steps-per-epoch",
+        "20",
+        "--checkpoint-every",
+        "10",
+        "--keep-checkpoints",
+        "5",
+        "--bleu-sentences",
+        "0",
+        "--max-minutes",
+        "5",
+    )
     monkeypatch.setattr(callbacks, "time", SteppingClock())  # 300 s pass at the 31st step's check
     train.main(args)
     printed = capsys.readouterr()
-    assert "the time limit of 5 minutes is reached" in printed.out and "training stopped at step 31" in printed.err
+    assert (
+        "the time limit of 5 minutes is reached" in printed.out
+        and "training stopped at step 31" in printed.err
+    )
     assert callbacks.Backup.saved_epoch(out / "backup") == 1
     assert checkpoints_steps(out) == [10, 20, 30, 31]
     cut = checkpoint_path(out / "checkpoints", 30).read_bytes()
@@ -254,7 +426,9 @@ def test_run_cut_by_max_minutes_resumes_from_its_last_complete_epoch(number_data
     assert f"resumed from the backup in {out / 'backup'}: step 20, epoch 1" in printed.out
     assert "training stopped at step 60" in printed.err
     assert checkpoints_steps(out) == [20, 30, 40, 50, 60]
-    assert checkpoint_path(out / "checkpoints", 30).read_bytes() != cut  # step 30 trained again, not kept from the cut run
+    assert (
+        checkpoint_path(out / "checkpoints", 30).read_bytes() != cut
+    )  # step 30 trained again, not kept from the cut run
 
 
 def checkpoints_steps(out):
@@ -281,11 +455,33 @@ def letters_data(tmp_path_factory):
 
 def first_losses(data, out, *extra):
     """The logged loss of a 3-step run's steps 1-3 (Keras logs the running mean over the epoch)."""
-    run_program([
-        "--preset", "tiny", "--set", "dropout=0.0", "--dataset", f"tsv:{data}", "--vocab-size", "300",
-        "--tokens-per-batch", "504", "--max-length", "16", "--steps", "3", "--steps-per-epoch", "3",
-        "--bleu-sentences", "0", "--beam-size", "1", "--output-dir", str(out), *extra,
-    ])
+    run_program(
+        [
+            "--preset",
+            "tiny",
+            "--set",
+            "dropout=0.0",
+            "--dataset",
+            f"tsv:{data}",
+            "--vocab-size",
+            "300",
+            "--tokens-per-batch",
+            "504",
+            "--max-length",
+            "16",
+            "--steps",
+            "3",
+            "--steps-per-epoch",
+            "3",
+            "--bleu-sentences",
+            "0",
+            "--beam-size",
+            "1",
+            "--output-dir",
+            str(out),
+            *extra,
+        ]
+    )
     losses = scalar_values(summaries(out / "logs" / "train")["batch_loss"][1])
     assert [step for step, _ in losses] == [1, 2, 3] and all(np.isfinite([v for _, v in losses]))
     return [value for _, value in losses]
@@ -296,8 +492,16 @@ def test_mirrored_strategy_on_two_cpus_matches_the_default_strategy(letters_data
     updates. With --tokenizer too: reading its vocabulary size must not start TensorFlow before
     the CPU is split into two devices."""
     default = first_losses(letters_data, tmp_path / "default", "--strategy", "default")
-    mirrored = first_losses(letters_data, tmp_path / "mirrored", "--strategy", "mirrored", "--cpu-devices", "2",
-                            "--tokenizer", str(tmp_path / "default" / "tokenizer.model"))
+    mirrored = first_losses(
+        letters_data,
+        tmp_path / "mirrored",
+        "--strategy",
+        "mirrored",
+        "--cpu-devices",
+        "2",
+        "--tokenizer",
+        str(tmp_path / "default" / "tokenizer.model"),
+    )
     assert mirrored == pytest.approx(default, rel=1e-4)
 
 
@@ -308,13 +512,22 @@ def free_port():
 
 
 def run_two_workers(args, timeout):
-    """Runs the program as workers 0 and 1 of a cluster on 127.0.0.1; returns [(process, stdout, stderr)]."""
+    """Runs the program as workers 0 and 1 of a cluster on 127.0.0.1; returns
+    [(process, stdout, stderr)]."""
     cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "training.train", "--strategy", "multi_worker", *args], cwd=ROOT,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})},
+            [sys.executable, "-m", "training.train", "--strategy", "multi_worker", *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={
+                **os.environ,
+                "TF_CONFIG": json.dumps(
+                    {"cluster": cluster, "task": {"type": "worker", "index": i}}
+                ),
+            },
         )
         for i in range(2)
     ]
@@ -323,22 +536,42 @@ def run_two_workers(args, timeout):
 
 def test_multi_worker_mirrored_strategy_trains_with_two_workers(number_data, tmp_path):
     out = tmp_path / "run"
-    finished = run_two_workers(tiny_run(number_data, out, "--steps", "4", "--steps-per-epoch", "2", "--bleu-sentences", "2"), 400)
+    finished = run_two_workers(
+        tiny_run(
+            number_data, out, "--steps", "4", "--steps-per-epoch", "2", "--bleu-sentences", "2"
+        ),
+        400,
+    )
     for worker, stdout, stderr in finished:
         assert worker.returncode == 0, stdout[-2000:] + stderr[-4000:]
-        assert re.search(r"(MultiWorkerMirrored|CollectiveAllReduce)Strategy with 2 replica\(s\)", stderr), stderr[-3000:]
+        assert re.search(
+            r"(MultiWorkerMirrored|CollectiveAllReduce)Strategy with 2 replica\(s\)", stderr
+        ), stderr[-3000:]
         assert "training stopped at step 4" in stderr
     (_, chief_out, chief_err), (_, worker_out, worker_err) = finished
     assert "SavedModel exported to" in chief_out and "SavedModel exported to" not in worker_out
-    assert "training a 300-piece vocabulary" in chief_err and "piece vocabulary" not in worker_err  # worker 1 loads the chief's
+    assert (
+        "training a 300-piece vocabulary" in chief_err and "piece vocabulary" not in worker_err
+    )  # worker 1 loads the chief's
     assert checkpoints_steps(out) == [2, 4]
 
 
 def test_workers_stop_together_when_the_chief_cannot_write_the_tokenizer(tmp_path):
     """Only the chief reads the training split for the vocabulary: its error reaches worker 1
     through the barrier, instead of leaving it waiting."""
-    for split, text in (("train", "eins\tone\nzwei two\n"), ("validation", "eins\tone\n"), ("test", "eins\tone\n")):
+    for split, text in (
+        ("train", "eins\tone\nzwei two\n"),
+        ("validation", "eins\tone\n"),
+        ("test", "eins\tone\n"),
+    ):
         (tmp_path / f"{split}.tsv").write_text(text)
-    (chief, _, chief_err), (worker, _, worker_err) = run_two_workers(tiny_run(tmp_path, tmp_path / "run", "--steps", "2"), 120)
-    assert chief.returncode == 1 and "train.tsv:2: expected 'source<TAB>target'" in chief_err, chief_err[-2000:]
-    assert worker.returncode == 1 and f"the chief could not write {tmp_path / 'run' / 'tokenizer.model'}" in worker_err, worker_err[-2000:]
+    (chief, _, chief_err), (worker, _, worker_err) = run_two_workers(
+        tiny_run(tmp_path, tmp_path / "run", "--steps", "2"), 120
+    )
+    assert chief.returncode == 1 and "train.tsv:2: expected 'source<TAB>target'" in chief_err, (
+        chief_err[-2000:]
+    )
+    assert (
+        worker.returncode == 1
+        and f"the chief could not write {tmp_path / 'run' / 'tokenizer.model'}" in worker_err
+    ), worker_err[-2000:]

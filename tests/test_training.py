@@ -43,9 +43,15 @@ def test_schedule_peaks_at_warmup_and_serializes():
 
 @pytest.mark.parametrize("step_num", [1, 400, 5000])
 def test_scale_multiplies_the_whole_curve(step_num):
-    config = kt.TransformerConfig.preset("small", vocab_size=10, learning_rate_scale=2.5, warmup_steps=400)
-    schedule = keras.saving.deserialize_keras_object(kt.create_optimizer(config).get_config()["learning_rate"])
-    assert float(schedule(step_num - 1)) == pytest.approx(eq3(step_num, 256, 400, scale=2.5), rel=1e-6)
+    config = kt.TransformerConfig.preset(
+        "small", vocab_size=10, learning_rate_scale=2.5, warmup_steps=400
+    )
+    schedule = keras.saving.deserialize_keras_object(
+        kt.create_optimizer(config).get_config()["learning_rate"]
+    )
+    assert float(schedule(step_num - 1)) == pytest.approx(
+        eq3(step_num, 256, 400, scale=2.5), rel=1e-6
+    )
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
     assert float(restored(step_num - 1)) == float(schedule(step_num - 1))
     with pytest.raises(ValueError, match="scale must be positive, got 0"):
@@ -62,7 +68,9 @@ def test_optimizer_has_the_papers_adam_settings():
 
 def test_label_smoothed_loss_equals_hand_computation():
     # Vocabulary of 4, eps = 0.1: q = 0.9 * onehot + 0.025 everywhere.
-    logits = np.array([[[2.0, 0.5, -1.0, 0.0], [0.1, 0.2, 0.3, 0.4], [9.0, 9.0, 9.0, 9.0]]], "float32")
+    logits = np.array(
+        [[[2.0, 0.5, -1.0, 0.0], [0.1, 0.2, 0.3, 0.4], [9.0, 9.0, 9.0, 9.0]]], "float32"
+    )
     labels = np.array([[1, 3, 0]], "int32")  # the last position is padding
     loss = float(kt.LabelSmoothedCrossEntropy(0.1)(labels, logits))
     expected = []
@@ -83,8 +91,10 @@ def test_loss_ignores_padding_whatever_its_logits():
     changed[labels == 0] = 50.0
     assert float(loss(labels, changed)) == pytest.approx(float(loss(labels, logits)), rel=1e-6)
     # The mean is over the 5 real tokens, not over all 10 positions.
-    per_sentence = [float(loss(labels[i:i + 1], logits[i:i + 1])) for i in range(2)]
-    assert float(loss(labels, logits)) == pytest.approx((3 * per_sentence[0] + 2 * per_sentence[1]) / 5, rel=1e-5)
+    per_sentence = [float(loss(labels[i : i + 1], logits[i : i + 1])) for i in range(2)]
+    assert float(loss(labels, logits)) == pytest.approx(
+        (3 * per_sentence[0] + 2 * per_sentence[1]) / 5, rel=1e-5
+    )
 
 
 def test_masked_accuracy_ignores_padding():
@@ -116,7 +126,7 @@ def reversal_task(n, vocab_size, max_length, seed):
         tokens = rng.integers(4, vocab_size, length)
         source[i, :length] = tokens
         target_in[i, 0] = BOS
-        target_in[i, 1:length + 1] = tokens[::-1]
+        target_in[i, 1 : length + 1] = tokens[::-1]
         target_out[i, :length] = tokens[::-1]
         target_out[i, length] = EOS
     return {"source": source, "target": target_in}, target_out

@@ -4,9 +4,7 @@ that keeps the last good state, and an optional wall-clock bound."""
 
 import json
 import math
-import os
 import pathlib
-import shutil
 import time
 
 import keras
@@ -15,7 +13,8 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from training import checkpoints
-from training.evaluate import corpus_scores, translate_all
+from training.files import write_atomically, write_text_atomically
+from training.scoring import corpus_scores, translate_all
 
 
 def current_step(model):
@@ -40,54 +39,62 @@ class StopOnNaN(keras.callbacks.Callback):
         if loss is not None and not math.isfinite(float(loss)):
             latest = checkpoints.list_checkpoints(self.checkpoint_dir)
             raise TrainingDiverged(
-                f"the loss became {float(loss)} at step {current_step(self.model)}; training stopped "
+                f"the loss became {float(loss)} at step {current_step(self.model)}; training "
+                "stopped "
                 f"without saving this state. The last good checkpoint is "
-                f"{latest[-1] if latest else '(none yet)'} and the backup in {self.backup_dir} holds "
-                "the last completed epoch. Try a lower learning rate (more --set warmup_steps=...), "
+                f"{latest[-1] if latest else '(none yet)'} and the backup in {self.backup_dir} "
+                "holds "
+                "the last completed epoch. Try a lower learning rate (more --set "
+                "warmup_steps=...), "
                 "--mixed-precision bf16 or off instead of fp16, or a smaller --tokens-per-batch."
             )
 
 
-class Backup(keras.callbacks.BackupAndRestore):
-    """BackupAndRestore, saved at the end of every completed epoch, written atomically and by
-    the chief only. Kept after training, so the same command run again finds the run finished.
-    An epoch cut short (--max-minutes) is not recorded: a resumed run redoes its steps."""
+class Backup(keras.callbacks.Callback):
+    """The exact training state (the model's and the optimizer's variables) at the end of every
+    completed epoch, for resuming a killed run: `BACKUP_DIR/epoch-N.weights.h5`, then
+    `BACKUP_DIR/backup.json` naming it, each written atomically and by the chief only, so that the
+    file named is always whole. Kept after training, so the same command run again finds the run
+    finished. An epoch cut short (--max-minutes) is not recorded: a resumed run redoes its steps.
+    `restore` loads it before `fit`, which then starts at the epoch it returns."""
+
+    INDEX = "backup.json"
 
     def __init__(self, backup_dir, chief=True):
-        super().__init__(backup_dir, save_freq="epoch", double_checkpoint=True, delete_checkpoint=False)
-        self.chief = chief
+        super().__init__()
+        self.backup_dir, self.chief = pathlib.Path(backup_dir), chief
 
-    @staticmethod
-    def saved_epoch(backup_dir):
+    @classmethod
+    def saved_epoch(cls, backup_dir):
         """The number of epochs the backup in `backup_dir` has completed (0 without one)."""
-        metadata = pathlib.Path(backup_dir) / "training_metadata.json"
-        return json.loads(metadata.read_text())["epoch"] if metadata.is_file() else 0
+        index = pathlib.Path(backup_dir) / cls.INDEX
+        return json.loads(index.read_text())["epoch"] if index.is_file() else 0
 
-    def on_train_begin(self, logs=None):
-        super().on_train_begin(logs)
-        if self.model._initial_epoch:
-            print(f"resumed from the backup in {self.backup_dir}: step {current_step(self.model)}, epoch {self.model._initial_epoch}")
+    @classmethod
+    def restore(cls, model, backup_dir):
+        """Loads the backup into a compiled `model` (its optimizer is built first) and returns
+        the epoch to resume at, `fit`'s initial_epoch; 0 without a backup."""
+        epoch = cls.saved_epoch(backup_dir)
+        if epoch:
+            model.optimizer.build(model.trainable_variables)
+            model.load_weights(
+                pathlib.Path(backup_dir)
+                / json.loads((pathlib.Path(backup_dir) / cls.INDEX).read_text())["weights"]
+            )
+        return epoch
 
     def on_epoch_end(self, epoch, logs=None):
         steps = self.params.get("steps")
-        if steps and current_step(self.model) % steps:
-            return  # stopped within the epoch
-        super().on_epoch_end(epoch, logs)
-
-    def _save_model(self):
-        if not self.chief:
-            return
-        os.makedirs(self.backup_dir, exist_ok=True)
-        weights = pathlib.Path(self._weights_path)
-        partial = weights.with_name(".partial." + weights.name)
-        self.model.save_weights(str(partial), overwrite=True)
-        if weights.exists():  # copied, not moved: the latest weights exist at every moment
-            shutil.copyfile(weights, self._prev_weights_path)
-        os.replace(partial, weights)
-        metadata = pathlib.Path(self._training_metadata_path)
-        partial = metadata.with_name(".partial." + metadata.name)
-        partial.write_text(json.dumps({"epoch": self._current_epoch, "batch": self._last_batch_seen}))
-        os.replace(partial, metadata)
+        if not self.chief or (steps and current_step(self.model) % steps):
+            return  # not the chief, or stopped within the epoch
+        name = f"epoch-{epoch + 1:06d}.weights.h5"
+        write_atomically(self.backup_dir / name, self.model.save_weights)
+        write_text_atomically(
+            self.backup_dir / self.INDEX, json.dumps({"epoch": epoch + 1, "weights": name})
+        )
+        for old in self.backup_dir.glob("epoch-*.weights.h5"):
+            if old.name != name:
+                old.unlink()
 
 
 class StepCheckpoints(keras.callbacks.Callback):
@@ -95,7 +102,12 @@ class StepCheckpoints(keras.callbacks.Callback):
 
     def __init__(self, directory, every, keep, chief=True):
         super().__init__()
-        self.directory, self.every, self.keep, self.chief = pathlib.Path(directory), every, keep, chief
+        self.directory, self.every, self.keep, self.chief = (
+            pathlib.Path(directory),
+            every,
+            keep,
+            chief,
+        )
 
     def on_train_begin(self, logs=None):
         """A resumed run drops the checkpoints its killed predecessor wrote after the backup:
@@ -122,13 +134,29 @@ class StepCheckpoints(keras.callbacks.Callback):
         self.save()
 
 
-class StepTensorBoard(keras.callbacks.TensorBoard):
-    """Keras's TensorBoard, its batch-level axis continued from the restored step after a
-    resume (Keras restarts it at 0 on every `fit`)."""
+class StepSummaries(keras.callbacks.Callback):
+    """The step logs (loss, accuracy) and the learning rate every `every` steps, as `batch_loss`,
+    `batch_accuracy` and `batch_learning_rate` in TensorBoard's LOG_DIR/train, on the axis of
+    the training step, which a resumed run continues (Keras's TensorBoard restarts its own at 0
+    on every `fit`, so it only writes the epoch summaries)."""
 
-    def on_train_begin(self, logs=None):
-        super().on_train_begin(logs)
-        self._global_train_batch = current_step(self.model)
+    def __init__(self, log_dir, every):
+        super().__init__()
+        self.writer = tf.summary.create_file_writer(str(pathlib.Path(log_dir) / "train"))
+        self.every = every
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = current_step(self.model)
+        if step % self.every:
+            return
+        with self.writer.as_default(step=step):
+            for name, value in (logs or {}).items():
+                tf.summary.scalar(f"batch_{name}", keras.ops.convert_to_numpy(value))
+            learning_rate = keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
+            tf.summary.scalar("batch_learning_rate", learning_rate)
+
+    def on_train_end(self, logs=None):
+        self.writer.flush()
 
 
 class TimeLimit(keras.callbacks.Callback):
@@ -149,9 +177,9 @@ class TimeLimit(keras.callbacks.Callback):
 
 class TranslationMonitor(keras.callbacks.Callback):
     """After every epoch: greedy translations of the validation pairs, their BLEU and chrF
-    (sacrebleu, as `val_bleu` and `val_chrf` in the logs, `bleu` and `chrf` in TensorBoard), a table of the first
-    `samples` as a text summary, and their encoder-decoder attention (last decoder layer,
-    heads averaged) as images; TensorBoard's axis is the training step."""
+    (sacrebleu, as `val_bleu` and `val_chrf` in the logs, `bleu` and `chrf` in TensorBoard), a
+    table of the first `samples` as a text summary, and their encoder-decoder attention (last
+    decoder layer, heads averaged) as images; TensorBoard's axis is the training step."""
 
     def __init__(self, tokenizer, pairs, log_dir, samples=3):
         super().__init__()
@@ -175,7 +203,10 @@ class TranslationMonitor(keras.callbacks.Callback):
             tf.summary.scalar("chrf", scores["chrf"], description=scores["chrf_text"])
             rows = [("source", "reference", "translation"), ("---",) * 3]
             rows += [(s, t, h) for (s, t), h in zip(self.pairs[: self.samples], hypotheses)]
-            tf.summary.text("translations", "\n".join("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows))
+            tf.summary.text(
+                "translations",
+                "\n".join("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows),
+            )
             for i, (source, _) in enumerate(self.pairs[: self.samples]):
                 image, legend = self.attention_image(source)
                 tf.summary.image(f"attention/{i}", image, description=legend)
@@ -188,7 +219,9 @@ class TranslationMonitor(keras.callbacks.Callback):
         source, translation, weights = self.translator.attention(sentence)
         grid = np.mean(weights[-1], axis=0)
         grid = np.kron(grid / max(grid.max(), 1e-9), np.ones((8, 8), "float32"))
-        legend = f"columns (source): {' '.join(source)}\n\nrows (translation): {' '.join(translation)}"
+        legend = (
+            f"columns (source): {' '.join(source)}\n\nrows (translation): {' '.join(translation)}"
+        )
         return grid[None, :, :, None], legend
 
 

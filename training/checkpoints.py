@@ -6,11 +6,12 @@ model (`encoder/layer_0/self_attention/query_kernel`, ...), without the optimize
 the run's backup holds. Loading checks that every variable is there with the model's shape.
 """
 
-import os
 import pathlib
 import re
 
 import numpy as np
+
+from training.files import write_atomically
 
 PATTERN = re.compile(r"^step-(\d+)\.weights\.npz$")
 
@@ -39,13 +40,7 @@ def weights_of(model):
 
 def save_checkpoint(model, path):
     """Writes the weights to `path` atomically (a killed writer leaves no partial file)."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    with partial.open("wb") as handle:
-        np.savez(handle, **weights_of(model))
-    os.replace(partial, path)
-    return path
+    return write_atomically(path, lambda partial: np.savez(partial, **weights_of(model)))
 
 
 def read_checkpoint(path):
@@ -56,10 +51,14 @@ def read_checkpoint(path):
 def assign(model, weights, source="the checkpoint"):
     """Sets the model's trainable variables from {path: array}, naming any mismatch."""
     variables = {variable.path: variable for variable in model.trainable_variables}
-    missing, unexpected = sorted(set(variables) - set(weights)), sorted(set(weights) - set(variables))
+    missing, unexpected = (
+        sorted(set(variables) - set(weights)),
+        sorted(set(weights) - set(variables)),
+    )
     if missing or unexpected:
         raise ValueError(
-            f"{source} does not fit this model: missing {missing[:3]}{'...' if len(missing) > 3 else ''}, "
+            f"{source} does not fit this model: missing "
+            f"{missing[:3]}{'...' if len(missing) > 3 else ''}, "
             f"unexpected {unexpected[:3]}{'...' if len(unexpected) > 3 else ''}"
         )
     for name, variable in variables.items():
@@ -87,7 +86,10 @@ def average_checkpoints(paths):
     for path in others:
         weights = read_checkpoint(path)
         if weights.keys() != total.keys() or any(weights[n].shape != total[n].shape for n in total):
-            raise ValueError(f"{path} and {reference} hold different variables; they are not checkpoints of one model")
+            raise ValueError(
+                f"{path} and {reference} hold different variables; they are not checkpoints of one "
+                "model"
+            )
         for name, value in weights.items():
             total[name] += value
     return {name: (value / len(paths)).astype(dtypes[name]) for name, value in total.items()}

@@ -11,7 +11,6 @@ So a program (`python -m training.X` or `python -m serving.X`) also sends its st
 small filter process that drops the lines of those formats below the level and passes everything
 else on unchanged (Python warnings and tracebacks, progress bars, the programs' own messages).
 The filter is a separate process so that it still passes on the last lines of a crash.
-`python -m training.quietly MODULE` does the same for a program of the library (`make data`).
 
 A way back: `--verbose` on the command line (read from `sys.orig_argv` here, since some programs
 import TensorFlow before they parse their arguments) keeps every line; otherwise a
@@ -27,11 +26,13 @@ import sys
 LEVEL_VARIABLE = "TF_CPP_MIN_LOG_LEVEL"
 PROGRAM_PACKAGES = ("training", "serving")
 
-# Runs in the filter process (python -I -S -c): stdin is the program's stderr, stdout the real stderr.
+# Runs in the filter process (python -I -S -c): stdin is the program's stderr, stdout the real
+# stderr.
 # A line still without its end after 0.2 s (a progress bar redrawn with \r) is passed on as it is.
 _FILTER = r"""
 import os, re, select, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the program's to handle; its traceback still passes
+# Ctrl-C is the program's to handle; its traceback still passes
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 noise, pending, broken = re.compile(sys.argv[1].encode()), b"", False
 def write(data):
     global broken
@@ -64,11 +65,15 @@ def quiet_tensorflow_logs():
         return
     _quieted = True
     arguments = program_arguments()
-    if arguments is None:  # imported by a notebook, a script or pytest: only INFO lines hidden, as before
+    if (
+        arguments is None
+    ):  # imported by a notebook, a script or pytest: only INFO lines hidden, as before
         os.environ.setdefault(LEVEL_VARIABLE, "1")
         return
     if any(len(a) > 3 and "--verbose".startswith(a) for a in arguments):
-        os.environ[LEVEL_VARIABLE] = "0"  # asked for on the command line: wins over an inherited level
+        os.environ[LEVEL_VARIABLE] = (
+            "0"  # asked for on the command line: wins over an inherited level
+        )
     level = os.environ.setdefault(LEVEL_VARIABLE, "3")
     _filter_stderr(int(level) if level.strip().isdigit() else 0)
 
@@ -85,9 +90,12 @@ def program_arguments():
 
 def add_verbose_flag(parser):
     """The programs' --verbose; `quiet_tensorflow_logs` has already acted on it."""
-    parser.add_argument("--verbose", action="store_true",
-                        help="show TensorFlow's C++ log lines (hidden by default; a TF_CPP_MIN_LOG_LEVEL "
-                        "set in the environment decides instead)")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show TensorFlow's C++ log lines (hidden by default; a TF_CPP_MIN_LOG_LEVEL "
+        "set in the environment decides instead)",
+    )
 
 
 def noise_pattern(level):
@@ -108,8 +116,11 @@ def _filter_stderr(level):
         return
     sys.stderr.flush()
     try:
-        process = subprocess.Popen([sys.executable, "-I", "-S", "-c", _FILTER, noise_pattern(level)],
-                                   stdin=subprocess.PIPE, stdout=2)
+        process = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _FILTER, noise_pattern(level)],
+            stdin=subprocess.PIPE,
+            stdout=2,
+        )
     except OSError:
         return  # a console with C++ log lines is better than no program
     real_stderr = os.dup(2)

@@ -1,9 +1,9 @@
 """The corpora a run can train on, named by `--dataset`:
 
-    ding            the embedded German-English Ding corpus (fetched once; keras_transformer.data.ding)
-    tfds:NAME       any tensorflow-datasets translation dataset, e.g. tfds:wmt14_translate/de-en
-    folder:DIR      DIR/{lang}.{split}.txt, one sentence per line (tfds.TranslateFolder's layout)
-    tsv:DIR         DIR/{split}.tsv, lines "source<TAB>target"
+ding            the embedded German-English Ding corpus (fetched once; keras_transformer.data.ding)
+tfds:NAME       any tensorflow-datasets translation dataset, e.g. tfds:wmt14_translate/de-en
+folder:DIR      DIR/{lang}.{split}.txt, one sentence per line (tfds.TranslateFolder's layout)
+tsv:DIR         DIR/{split}.tsv, lines "source<TAB>target"
 """
 
 import pathlib
@@ -24,8 +24,16 @@ class Dataset:
     direction; folder:DIR needs both languages.
     """
 
-    def __init__(self, spec, source_language=None, target_language=None, data_dir=None, download=True,
-                 phrases=False, sentence_repeats=1):
+    def __init__(
+        self,
+        spec,
+        source_language=None,
+        target_language=None,
+        data_dir=None,
+        download=True,
+        phrases=False,
+        sentence_repeats=1,
+    ):
         kind, _, argument = spec.partition(":")
         if kind not in ("ding", "tfds", "folder", "tsv") or (kind == "ding") == bool(argument):
             raise ValueError(f"--dataset {spec!r}: expected {SPEC_HELP}")
@@ -33,38 +41,56 @@ class Dataset:
         self.data_dir, self.download = data_dir, download
         self.phrases, self.sentence_repeats, self._mixtures = phrases, sentence_repeats, {}
         if phrases and kind != "ding":
-            raise ValueError(f"--phrases adds the Ding dictionary's phrase pairs; --dataset {spec!r} has none")
+            raise ValueError(
+                f"--phrases adds the Ding dictionary's phrase pairs; --dataset {spec!r} has none"
+            )
         if kind == "ding":
             if source_language not in (None, "de", "en"):
-                raise ValueError(f"the Ding corpus is German-English; no source language {source_language!r}")
+                raise ValueError(
+                    f"the Ding corpus is German-English; no source language {source_language!r}"
+                )
             self.languages = ("en", "de") if source_language == "en" else ("de", "en")
             if target_language not in (None, self.languages[1]):
-                raise ValueError(f"the Ding corpus translates {self.languages[0]} into {self.languages[1]}, not {target_language!r}")
+                raise ValueError(
+                    f"the Ding corpus translates {self.languages[0]} into {self.languages[1]}, not "
+                    f"{target_language!r}"
+                )
             self.dataset_dir = ding.prepare(data_dir, include_phrases=phrases)
         elif kind == "tfds":
             self.languages = tfds_languages(argument, source_language, data_dir)
             if target_language not in (None, self.languages[1]):
-                raise ValueError(f"{argument!r} translates {self.languages[0]} into {self.languages[1]}, not {target_language!r}")
+                raise ValueError(
+                    f"{argument!r} translates {self.languages[0]} into {self.languages[1]}, not "
+                    f"{target_language!r}"
+                )
         else:
             self.root = pathlib.Path(argument)
             if not self.root.is_dir():
                 raise CorpusError(f"{self.root}: no such directory")
             if kind == "folder" and not (source_language and target_language):
-                raise ValueError("--dataset folder:DIR needs --source-language and --target-language")
+                raise ValueError(
+                    "--dataset folder:DIR needs --source-language and --target-language"
+                )
             self.languages = (source_language or "source", target_language or "target")
 
     def read(self, split, shuffle_files=False, seed=0):
         """The split's (source, target) strings; `shuffle_files` and `seed` vary the order of the
         training data (tfds files, Ding's phrase mixture)."""
-        if self.kind == "ding" and self.phrases and split == "train":  # built once per seed: reading it takes a while
+        if (
+            self.kind == "ding" and self.phrases and split == "train"
+        ):  # built once per seed: reading it takes a while
             if seed not in self._mixtures:
                 reverse = self.languages[0] == "en"
-                self._mixtures[seed] = ding.training_mixture(self.dataset_dir, self.sentence_repeats, reverse, seed)
+                self._mixtures[seed] = ding.training_mixture(
+                    self.dataset_dir, self.sentence_repeats, reverse, seed
+                )
             return self._mixtures[seed]
         if self.kind == "ding":
             return ding.load(split, self.dataset_dir, reverse=self.languages[0] == "en")
         if self.kind == "tfds":
-            return load_tfds(self.argument, split, self.languages[0], self.data_dir, self.download, shuffle_files)
+            return load_tfds(
+                self.argument, split, self.languages[0], self.data_dir, self.download, shuffle_files
+            )
         if self.kind == "folder":
             return read_translate_folder(self.root, split, *self.languages).dataset()
         return read_tsv(self.root / f"{split}.tsv").dataset()

@@ -1,4 +1,5 @@
-"""BLEU and chrF of a trained model, from a checkpoint or a SavedModel, on a dataset split or on files.
+"""BLEU and chrF of a trained model, from a checkpoint or a SavedModel, on a dataset split or on
+files.
 
     python -m training.evaluate --model runs/demo/model.keras --split test
     python -m training.evaluate --model exports/transformer --source de.txt --reference en.txt
@@ -9,83 +10,26 @@ the right stem); the signatures are printed, so that scores can be compared acro
 """
 
 import argparse
-import json
 import pathlib
 import sys
 
-import keras
-import sacrebleu
-
 from training.console import add_verbose_flag
-
-
-def progress_verbosity():
-    """Keras's progress bar on a terminal; in a log file only the final line."""
-    return 1 if sys.stdout.isatty() else 2
-
-
-def translate_all(translate, sentences, batch_size=64, verbose=0):
-    """Translations of `sentences` in their order, decoded in batches of similar length;
-    `translate(tf.string [B]) -> {"translation": [B], ...}` (a Translator's `translate`)."""
-    import tensorflow as tf
-
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    results = [None] * len(sentences)
-    progress = keras.utils.Progbar(len(sentences), verbose=verbose, unit_name="sentence")
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        out = translate(tf.constant([sentences[i] for i in chunk], tf.string))["translation"].numpy()
-        for i, text in zip(chunk, out):
-            results[i] = text.decode("utf-8")
-        progress.add(len(chunk))
-    return results
-
-
-def corpus_scores(hypotheses, references):
-    """sacrebleu's corpus BLEU (13a tokenization), chrF and chrF++ (word order 2) of detokenized
-    hypotheses against one reference each, with their signatures and BLEU's brevity penalty."""
-    metrics = {"bleu": sacrebleu.metrics.BLEU(), "chrf": sacrebleu.metrics.CHRF(),
-               "chrf++": sacrebleu.metrics.CHRF(word_order=2)}
-    scores = {"sentences": len(hypotheses)}
-    for name, metric in metrics.items():
-        result = metric.corpus_score(hypotheses, [references])
-        scores[name] = result.score
-        scores[f"{name}_text"] = str(result)
-        scores[f"{name}_signature"] = str(metric.get_signature())
-        if name == "bleu":
-            scores["brevity_penalty"], scores["length_ratio"] = result.bp, result.ratio
-    return scores
-
-
-def score_report(hypotheses, references, output):
-    """`corpus_scores`; writes the hypotheses to `output` (one per line) and the scores to
-    `output` + ".scores.json"; returns the scores."""
-    scores = corpus_scores(hypotheses, references)
-    output = pathlib.Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text("".join(h.replace("\n", " ") + "\n" for h in hypotheses), encoding="utf-8")
-    output.with_name(output.name + ".scores.json").write_text(json.dumps(scores, indent=2))
-    return scores
-
-
-def print_scores(scores):
-    """The scores as sacrebleu prints them, each with its signature."""
-    for name in ("bleu", "chrf", "chrf++"):
-        print(f"{scores[name + '_text']}    ({scores[name + '_signature']})")
+from training.scoring import print_scores, progress_verbosity, score_report, translate_all
 
 
 def load_translate(model_path, tokenizer_path=None, beam_size=4, alpha=0.6):
     """A translate function for a .keras file (tokenizer.model beside it unless given), a
     step checkpoint of a run (.weights.npz), or a SavedModel (a version directory, or the base
-    directory whose highest version is taken; its decoding settings are those it was exported with)."""
+    directory whose highest version is taken; its decoding settings are those it was exported
+    with)."""
     import tensorflow as tf
 
     import keras_transformer as kt
-    from training import run
+    from training import run_dir
 
     model_path = pathlib.Path(model_path)
     if model_path.is_dir():
-        from serving.translate import latest_version
+        from serving.packaging import latest_version
 
         saved_model = latest_version(model_path)
         if not (saved_model / "saved_model.pb").is_file():
@@ -96,8 +40,10 @@ def load_translate(model_path, tokenizer_path=None, beam_size=4, alpha=0.6):
         return lambda sentences: signature(sentences=sentences), f"SavedModel {saved_model}"
     if not model_path.is_file():
         raise ValueError(f"{model_path}: no such file or directory")
-    model = run.load_model(model_path)
-    tokenizer_path = pathlib.Path(tokenizer_path) if tokenizer_path else run.tokenizer_beside(model_path)
+    model = run_dir.load_model(model_path)
+    tokenizer_path = (
+        pathlib.Path(tokenizer_path) if tokenizer_path else run_dir.tokenizer_beside(model_path)
+    )
     if not tokenizer_path.is_file():
         raise ValueError(f"tokenizer {tokenizer_path} does not exist; pass --tokenizer")
     translator = kt.Translator(model, kt.SubwordTokenizer.load(tokenizer_path), beam_size, alpha)
@@ -111,24 +57,59 @@ def main(argv=None):
         description="Translate a test set with a trained model and score it with sacrebleu "
         "(corpus BLEU, chrF and chrF++ on detokenized output; the signatures are printed).",
     )
-    parser.add_argument("--model", required=True, type=pathlib.Path,
-                        help="a .keras model, a run's step checkpoint (.weights.npz), or a SavedModel "
-                        "directory (a version, or the base directory: its highest version)")
-    parser.add_argument("--tokenizer", type=pathlib.Path, default=None,
-                        help="sentencepiece model for a .keras/.npz model (default: the run's tokenizer.model)")
-    parser.add_argument("--dataset", default="ding", help="ding, tfds:NAME, folder:DIR or tsv:DIR (default: ding)")
-    parser.add_argument("--split", default="test", help="the dataset split to translate (default: test)")
-    parser.add_argument("--source-language", default=None, help="source language (folder:DIR needs both)")
+    parser.add_argument(
+        "--model",
+        required=True,
+        type=pathlib.Path,
+        help="a .keras model, a run's step checkpoint (.weights.npz), or a SavedModel "
+        "directory (a version, or the base directory: its highest version)",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        type=pathlib.Path,
+        default=None,
+        help="sentencepiece model for a .keras/.npz model (default: the run's tokenizer.model)",
+    )
+    parser.add_argument(
+        "--dataset", default="ding", help="ding, tfds:NAME, folder:DIR or tsv:DIR (default: ding)"
+    )
+    parser.add_argument(
+        "--split", default="test", help="the dataset split to translate (default: test)"
+    )
+    parser.add_argument(
+        "--source-language", default=None, help="source language (folder:DIR needs both)"
+    )
     parser.add_argument("--target-language", default=None, help="target language")
-    parser.add_argument("--data-dir", default=None, help="tfds data directory / Ding cache directory")
-    parser.add_argument("--source", type=pathlib.Path, default=None,
-                        help="a file of source sentences, one per line (instead of --dataset/--split)")
-    parser.add_argument("--reference", type=pathlib.Path, default=None, help="its reference translations, line by line")
-    parser.add_argument("--beam-size", type=int, default=4, help="1 = greedy search (default: 4, the paper's)")
-    parser.add_argument("--alpha", type=float, default=0.6, help="length penalty (default: 0.6, the paper's)")
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default: 64)")
-    parser.add_argument("--output", type=pathlib.Path, default=None,
-                        help="file for the translations (default: translations.<split>.txt beside the model)")
+    parser.add_argument(
+        "--data-dir", default=None, help="tfds data directory / Ding cache directory"
+    )
+    parser.add_argument(
+        "--source",
+        type=pathlib.Path,
+        default=None,
+        help="a file of source sentences, one per line (instead of --dataset/--split)",
+    )
+    parser.add_argument(
+        "--reference",
+        type=pathlib.Path,
+        default=None,
+        help="its reference translations, line by line",
+    )
+    parser.add_argument(
+        "--beam-size", type=int, default=4, help="1 = greedy search (default: 4, the paper's)"
+    )
+    parser.add_argument(
+        "--alpha", type=float, default=0.6, help="length penalty (default: 0.6, the paper's)"
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="sentences decoded together (default: 64)"
+    )
+    parser.add_argument(
+        "--output",
+        type=pathlib.Path,
+        default=None,
+        help="file for the translations (default: translations.<split>.txt beside the model)",
+    )
     add_verbose_flag(parser)
     args = parser.parse_args(argv)
     if (args.source is None) != (args.reference is None):
@@ -142,16 +123,25 @@ def main(argv=None):
             pairs = read_parallel_files(args.source, args.reference).pairs
             name = args.source.stem
         else:
-            dataset = Dataset(args.dataset, args.source_language, args.target_language, args.data_dir)
+            dataset = Dataset(
+                args.dataset, args.source_language, args.target_language, args.data_dir
+            )
             pairs, name = dataset.pairs(args.split), args.split
         if not pairs:
             raise ValueError("there is nothing to translate (no sentence pairs)")
-        translate, description = load_translate(args.model, args.tokenizer, args.beam_size, args.alpha)
+        translate, description = load_translate(
+            args.model, args.tokenizer, args.beam_size, args.alpha
+        )
     except (ValueError, CorpusError, FileNotFoundError) as error:
         parser.exit(1, f"error: {error}\n")
-    output = args.output or (args.model if args.model.is_dir() else args.model.parent) / f"translations.{name}.txt"
+    output = (
+        args.output
+        or (args.model if args.model.is_dir() else args.model.parent) / f"translations.{name}.txt"
+    )
     print(f"translating {len(pairs)} sentences with {description}", file=sys.stderr)
-    hypotheses = translate_all(translate, [s for s, _ in pairs], args.batch_size, verbose=progress_verbosity())
+    hypotheses = translate_all(
+        translate, [s for s, _ in pairs], args.batch_size, verbose=progress_verbosity()
+    )
     print_scores(score_report(hypotheses, [t for _, t in pairs], output))
     print(f"translations written to {output}, scores to {output}.scores.json")
 

@@ -11,6 +11,8 @@ import pathlib
 import keras
 import tensorflow as tf
 
+from keras_transformer.compat import in_multi_worker_mode
+
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("auto", "off", "bf16", "fp16")
 POLICIES = {"off": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -39,7 +41,9 @@ def split_cpu(count):
     so that MirroredStrategy can be tried on one machine; returns their names."""
     cpu = tf.config.list_physical_devices("CPU")[0]
     try:
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * count
+        )
     except RuntimeError as error:
         raise ValueError(f"cannot split the CPU into {count} devices: {error}") from None
     return [f"/cpu:{i}" for i in range(count)]
@@ -54,6 +58,14 @@ def create_strategy(name, tpu=None, cpu_devices=1):
     """
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+    if keras.backend.backend() != "tensorflow":
+        if name not in ("auto", "default") or cpu_devices > 1:
+            raise ValueError(
+                f"--strategy {name} (and --cpu-devices) distribute with tf.distribute, which "
+                f"needs KERAS_BACKEND=tensorflow; under {keras.backend.backend()} the run uses "
+                "one device"
+            )
+        return tf.distribute.get_strategy()  # its scope changes nothing under other backends
     devices = split_cpu(cpu_devices) if cpu_devices > 1 else None
     if name == "auto":
         if tpu or tpu_present():
@@ -63,12 +75,17 @@ def create_strategy(name, tpu=None, cpu_devices=1):
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
-        return tf.distribute.MirroredStrategy(devices if devices and not tf.config.list_physical_devices("GPU") else None)
+        return tf.distribute.MirroredStrategy(
+            devices if devices and not tf.config.list_physical_devices("GPU") else None
+        )
     if name == "multi_worker":
         if "TF_CONFIG" not in os.environ:
             raise ValueError(
-                "--strategy multi_worker reads the cluster from the TF_CONFIG environment variable, "
-                'e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]}, "task": {"type": "worker", "index": 0}}'
+                "--strategy multi_worker reads the cluster from the TF_CONFIG environment "
+                "variable, "
+                "e.g. "
+                '{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+                '"task": {"type": "worker", "index": 0}}'
             )
         return tf.distribute.MultiWorkerMirroredStrategy()
     return connect_tpu(tpu)
@@ -94,16 +111,21 @@ def workers_agree(strategy, ok):
     """Whether every worker passes ok=True: under several workers a collective sum that waits
     for all of them (a barrier; MultiWorkerMirroredStrategy's health check ends it when a worker
     dies); `ok` itself otherwise."""
-    if not strategy.extended._in_multi_worker_mode():
+    if not in_multi_worker_mode(strategy):
         return ok
-    failures = strategy.experimental_distribute_values_from_function(lambda _: tf.constant(0.0 if ok else 1.0))
+    failures = strategy.experimental_distribute_values_from_function(
+        lambda _: tf.constant(0.0 if ok else 1.0)
+    )
     return float(strategy.reduce("SUM", failures, axis=None)) == 0.0
 
 
 def bf16_capable_gpus():
     """True when there are GPUs and all of them are Ampere (compute capability 8.0) or newer."""
     gpus = tf.config.list_physical_devices("GPU")
-    capabilities = [tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0)) for gpu in gpus]
+    capabilities = [
+        tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0))
+        for gpu in gpus
+    ]
     return bool(gpus) and all(tuple(c) >= (8, 0) for c in capabilities)
 
 

@@ -11,11 +11,14 @@ import json
 import pathlib
 import shlex
 
-from serving.translate import latest_version
+from serving.packaging import latest_version
 from training import checkpoints
 
 SCORES_FILE = "translations.test.txt.scores.json"
-DEMO_DIRS = (pathlib.Path("runs/demo"), pathlib.Path("exports/transformer"))  # the Makefile's DEMO_DIR, DEMO_EXPORT
+DEMO_DIRS = (
+    pathlib.Path("runs/demo"),
+    pathlib.Path("exports/transformer"),
+)  # the Makefile's DEMO_DIR, DEMO_EXPORT
 
 
 def summary(run_dir, export_dir):
@@ -26,37 +29,64 @@ def summary(run_dir, export_dir):
     try:
         scores = json.loads(scores_file.read_text())
         lines += [
-            f"  test BLEU {scores['bleu']:.1f}, chrF {scores['chrf']:.1f}, chrF++ {scores['chrf++']:.1f} (sacrebleu)",
+            f"  test BLEU {scores['bleu']:.1f}, chrF {scores['chrf']:.1f}, chrF++ "
+            f"{scores['chrf++']:.1f} (sacrebleu)",
             f"    BLEU signature: {scores['bleu_signature']}",
             f"    chrF signature: {scores['chrf_signature']}",
         ]
     except FileNotFoundError:
         lines.append(f"  test scores: none, the run has not been scored ({scores_file} is missing)")
     except (ValueError, KeyError, TypeError) as error:
-        lines.append(f"  test scores: {scores_file} is not a scores file ({type(error).__name__}: {error})")
+        lines.append(
+            f"  test scores: {scores_file} is not a scores file ({type(error).__name__}: {error})"
+        )
     found = checkpoints.list_checkpoints(run_dir / "checkpoints")
-    lines.append(f"  training steps: {checkpoints.step_of(found[-1])}" if found
-                 else f"  training steps: unknown, {run_dir / 'checkpoints'} holds no step checkpoint")
+    lines.append(
+        f"  training steps: {checkpoints.step_of(found[-1])}"
+        if found
+        else f"  training steps: unknown, {run_dir / 'checkpoints'} holds no step checkpoint"
+    )
     try:
         export = latest_version(export_dir)
     except FileNotFoundError:
         export = None
-    model, logs, translations = run_dir / "model.keras", run_dir / "logs", run_dir / "translations.test.txt"
-    for what, path in (("model", model), ("export", export), ("TensorBoard logs", logs),
-                       ("test translations", translations)):
+    model, logs, translations = (
+        run_dir / "model.keras",
+        run_dir / "logs",
+        run_dir / "translations.test.txt",
+    )
+    for what, path in (
+        ("model", model),
+        ("export", export),
+        ("TensorBoard logs", logs),
+        ("test translations", translations),
+    ):
         missing = " (missing)" if path is not None and not path.exists() else ""
         lines.append(f"  {what + ':':19}{path or f'none in {export_dir}'}{missing}")
-    quoted = {name: shlex.quote(str(path)) for name, path in
-              (("run", run_dir), ("export", export_dir), ("model", model), ("logs", logs))}
-    demo = "" if (run_dir, export_dir) == DEMO_DIRS else f" DEMO_DIR={quoted['run']} DEMO_EXPORT={quoted['export']}"
+    quoted = {
+        name: shlex.quote(str(path))
+        for name, path in (
+            ("run", run_dir),
+            ("export", export_dir),
+            ("model", model),
+            ("logs", logs),
+        )
+    }
+    demo = (
+        ""
+        if (run_dir, export_dir) == DEMO_DIRS
+        else f" DEMO_DIR={quoted['run']} DEMO_EXPORT={quoted['export']}"
+    )
     lines += [
         "",
         "Next, from the repository root after `. .venv/bin/activate`:",
         f'  python -m serving.translate --model {quoted["export"]} "Wie spät ist es?"',
         f"  python -m training.evaluate --model {quoted['model']} --beam-size 1 "
-        f"--output {shlex.quote(str(run_dir / 'translations.test.greedy.txt'))}   # test scores with greedy search",
+        f"--output {shlex.quote(str(run_dir / 'translations.test.greedy.txt'))}   # test scores "
+        "with greedy search",
         f"  tensorboard --logdir {quoted['logs']}   # the training curves, at http://localhost:6006",
-        f"  make demo DEMO_MINUTES=30{demo}   # the run trains on from its backup, for up to 30 more minutes",
+        f"  make demo DEMO_MINUTES=30{demo}   # the run trains on from its backup, for up to 30 "
+        "more minutes",
     ]
     return lines
 
@@ -64,12 +94,20 @@ def summary(run_dir, export_dir):
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m training.summary",
-        description="Print a run's test BLEU and chrF, its training steps, where its model, export, "
-        "TensorBoard logs and test translations are, and commands to try next.",
+        description="Print a run's test BLEU and chrF, its training steps, where its model, "
+        "export, TensorBoard logs and test translations are, and commands to try next.",
     )
-    parser.add_argument("--run-dir", type=pathlib.Path, required=True, help="the run directory, e.g. runs/demo")
-    parser.add_argument("--export-dir", type=pathlib.Path, required=True,
-                        help="the SavedModel base directory, e.g. exports/transformer (its highest version is shown)")
+    parser.add_argument(
+        "--run-dir", type=pathlib.Path, required=True, help="the run directory, e.g. runs/demo"
+    )
+    parser.add_argument(
+        "--export-dir",
+        type=pathlib.Path,
+        required=True,
+        help=(
+            "the SavedModel base directory, e.g. exports/transformer (its highest version is shown)"
+        ),
+    )
     args = parser.parse_args(argv)
     if not args.run_dir.is_dir():
         parser.exit(1, f"error: {args.run_dir} is not a directory\n")

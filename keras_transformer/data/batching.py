@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.tokenizer import BOS_ID, EOS_ID
+from keras_transformer.ids import BOS_ID, EOS_ID
 
 AUTOTUNE = tf.data.AUTOTUNE
 KEPT, EMPTY, TOO_LONG = 0, 1, 2
@@ -25,13 +25,16 @@ def tokenize_pairs(pairs, tokenizer, chunk_size=1024):
     """(source, target) strings -> (source_ids, target_ids) int32 vectors, tokenized in chunks."""
     return (
         pairs.batch(chunk_size)
-        .map(lambda s, t: (tokenizer.tokenize(s), tokenizer.tokenize(t)), num_parallel_calls=AUTOTUNE)
+        .map(
+            lambda s, t: (tokenizer.tokenize(s), tokenizer.tokenize(t)), num_parallel_calls=AUTOTUNE
+        )
         .unbatch()
     )
 
 
 def drop_reason(source_ids, target_ids, max_length):
-    """KEPT, EMPTY (a side has no tokens) or TOO_LONG (a side with its bos/eos exceeds max_length)."""
+    """KEPT, EMPTY (a side has no tokens) or TOO_LONG (a side with its bos/eos exceeds
+    max_length)."""
     source_length, target_length = tf.size(source_ids), tf.size(target_ids)
     empty = (source_length == 0) | (target_length == 0)
     too_long = tf.maximum(source_length, target_length) + 1 > max_length
@@ -64,6 +67,7 @@ def make_batches(
     seed=None,
     repeat=False,
     batch_size_multiple=1,
+    static_shapes=False,
 ):
     """Batches of at most `tokens_per_batch` source and `tokens_per_batch` target tokens (§5.1).
 
@@ -83,6 +87,9 @@ def make_batches(
             tf.distribute pass the number of replicas: each replica then gets an equal share
             (Keras builds the model on the first batch averaged across replicas, which fails
             when their shares differ in size).
+        static_shapes: pad every batch of a bucket to the bucket's bound, with buckets growing
+            by 50% instead of 10%: a handful of batch shapes in all, for a compiler that
+            compiles one program per shape (JAX's XLA), at the cost of more padding.
     """
     if tokens_per_batch < max_length * batch_size_multiple:
         raise ValueError(
@@ -105,13 +112,14 @@ def make_batches(
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=not repeat)
     dataset = dataset.map(teacher_forcing, num_parallel_calls=AUTOTUNE)
     if bucketing:
-        bounds = bucket_boundaries(max_length)
+        bounds = bucket_boundaries(max_length, growth=1.5 if static_shapes else 1.1)
         # Bucket i holds lengths below bounds[i]: padded sides of at most bounds[i] - 1 tokens.
         sizes = [pairs_per_batch(bound - 1) for bound in bounds] + [batch_size_multiple]
         dataset = dataset.bucket_by_sequence_length(
             lambda inputs, _: tf.maximum(tf.size(inputs["source"]), tf.size(inputs["target"])),
             bucket_boundaries=bounds,
             bucket_batch_sizes=sizes,
+            pad_to_bucket_boundary=static_shapes,
         )
     else:
         dataset = dataset.padded_batch(pairs_per_batch(max_length))
@@ -155,7 +163,9 @@ def pipeline_report(pairs, tokenizer, tokens_per_batch, max_length, bucketing=Tr
     dropped = collections.Counter({reason: n for reason, n in dropped.items() if n})
 
     real = total = largest = batches = 0
-    batched = make_batches(pairs, tokenizer, tokens_per_batch, max_length, bucketing, shuffle_buffer=0)
+    batched = make_batches(
+        pairs, tokenizer, tokens_per_batch, max_length, bucketing, shuffle_buffer=0
+    )
     for inputs, _ in batched.as_numpy_iterator():
         source, target = inputs["source"], inputs["target"]
         real += np.count_nonzero(source) + np.count_nonzero(target)

@@ -48,7 +48,7 @@ def read_lines(path):
             except UnicodeDecodeError as error:
                 raise CorpusError(
                     f"{path}:{number}: invalid UTF-8 at byte {error.start} of the line "
-                    f"({raw[max(0, error.start - 10):error.start + 10]!r})"
+                    f"({raw[max(0, error.start - 10) : error.start + 10]!r})"
                 ) from None
     return lines
 

@@ -5,13 +5,12 @@ Debian's package `trans-de-en` (GPL-2+, about 6 MB) holds `/usr/share/trans/de-e
 synonyms and annotations in braces ({n} grammar), brackets ([ugs.] labels) and parentheses.
 About 19,000 sub-entries are example sentences; the rest are words and phrases.
 
-The package is fetched without root (`apt-get download` + `dpkg -x`) into a cache directory
-outside the repository, or the installed file is used. The sentence pairs are split
-deterministically by a hash of the German sentence (so a sentence and all its translations land
-in one split), and prepared once as a local TFDS dataset. Run `python -m keras_transformer.data.ding --help`.
+The package is fetched without root (`data/debian.py`) into a cache directory outside the
+repository, or the installed file is used. The sentence pairs are split deterministically by a
+hash of the German sentence (so a sentence and all its translations land in one split), and
+prepared once as a local TFDS dataset (`python -m training.prepare_ding`, or `make data`).
 """
 
-import argparse
 import collections
 import hashlib
 import json
@@ -19,16 +18,16 @@ import os
 import pathlib
 import re
 import shutil
-import subprocess
-import tempfile
 
 import keras
 
+from keras_transformer.data import debian
 from keras_transformer.data.corpus import Corpus, CorpusError, read_lines
 
 DEBIAN_PACKAGE = "trans-de-en"
-INSTALLED_FILE = pathlib.Path("/usr/share/trans/de-en")
-PACKAGE_FILE = pathlib.PurePosixPath("usr/share/trans/de-en")
+PACKAGE_FILE = pathlib.PurePosixPath(
+    "usr/share/trans/de-en"
+)  # where the package installs the dictionary
 DATASET_NAME = "ding_de_en"
 DATASET_VERSION = "1.0.0"
 PARSER_VERSION = 4  # part of the cache key: a prepared dataset is rebuilt when the parser changes
@@ -43,47 +42,10 @@ PLACEHOLDER = re.compile(r"…|\.\.\.|\b(etw|jdm|jdn|jds|jd|sth|sb|usw|etc)\.")
 def default_cache_dir():
     """$KERAS_TRANSFORMER_CACHE, or ~/.cache/keras_transformer."""
     return pathlib.Path(
-        os.environ.get("KERAS_TRANSFORMER_CACHE", pathlib.Path.home() / ".cache" / "keras_transformer")
-    )
-
-
-def fetch(cache_dir=None, installed=INSTALLED_FILE):
-    """The path of the Ding file: the installed one, the cached one, or one fetched now."""
-    if installed is not None and pathlib.Path(installed).is_file():
-        return pathlib.Path(installed)
-    cache_dir = pathlib.Path(cache_dir or default_cache_dir())
-    package_dir = cache_dir / DEBIAN_PACKAGE
-    if (package_dir / PACKAGE_FILE).is_file():
-        return package_dir / PACKAGE_FILE
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".fetch-") as work:
-        _run(["apt-get", "download", DEBIAN_PACKAGE], work)
-        debs = sorted(pathlib.Path(work).glob(f"{DEBIAN_PACKAGE}_*.deb"))
-        if not debs:
-            raise CorpusError(f"apt-get download {DEBIAN_PACKAGE} wrote no .deb file in {work}")
-        extracted = pathlib.Path(work) / "extracted"
-        _run(["dpkg", "-x", str(debs[-1]), str(extracted)], work)
-        if not (extracted / PACKAGE_FILE).is_file():
-            raise CorpusError(f"{debs[-1].name} holds no {PACKAGE_FILE}")
-        os.replace(extracted, package_dir)  # atomic: a half-extracted package is never cached
-    return package_dir / PACKAGE_FILE
-
-
-def _run(command, cwd):
-    hint = (
-        f"fetching the Ding corpus needs Debian's apt-get and dpkg; alternatively install the "
-        f"package ({DEBIAN_PACKAGE}) or pass the path of its de-en file"
-    )
-    try:
-        completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
-    except FileNotFoundError:
-        raise CorpusError(f"cannot run {command[0]}: not found; {hint}") from None
-    if completed.returncode != 0:
-        output = (completed.stderr or completed.stdout).strip()
-        extra = " (run 'apt-get update' first if the package is unknown)" if "apt-get" in command[0] else ""
-        raise CorpusError(
-            f"'{' '.join(command)}' failed with exit code {completed.returncode}: {output[-500:]}{extra}; {hint}"
+        os.environ.get(
+            "KERAS_TRANSFORMER_CACHE", pathlib.Path.home() / ".cache" / "keras_transformer"
         )
+    )
 
 
 def clean(text):
@@ -104,7 +66,8 @@ def is_sentence(text):
     letters = [c for c in text if c.isalpha()]
     return (
         len(text.split()) >= 2
-        and bool(letters) and letters[0].isupper()
+        and bool(letters)
+        and letters[0].isupper()
         and bool(SENTENCE_END.search(text))
         and not PLACEHOLDER.search(text)
     )
@@ -113,8 +76,8 @@ def is_sentence(text):
 def parse(path, include_phrases=False, verbose=0):
     """Sentence pairs (and, with `include_phrases`, word and phrase pairs) from a Ding file.
 
-    Each aligned `|` sub-entry gives one pair: the `first_alternative` of each side. Lines that do not parse are skipped and counted by reason; exact duplicate
-    pairs are kept once.
+    Each aligned `|` sub-entry gives one pair: the `first_alternative` of each side. Lines that
+    do not parse are skipped and counted by reason; exact duplicate pairs are kept once.
     """
     lines = read_lines(path)
     corpus, seen = Corpus([]), set()
@@ -152,7 +115,7 @@ def _hash(text):
 
 
 def split_of(german):
-    """"test", "validation" or "train", from a hash of the German sentence (deterministic)."""
+    """ "test", "validation" or "train", from a hash of the German sentence (deterministic)."""
     bucket = _hash(german) / 2**64
     for split, fraction in SPLIT_FRACTIONS.items():
         if bucket < fraction:
@@ -186,13 +149,24 @@ def split_pairs(pairs):
     for de, en, split in wanted:
         splits["train" if len(english_splits[en]) > 1 else split].append((de, en))
     if len(sentences) < len(pairs):
-        held_out = {_loose(side) for name in ("validation", "test") for pair in splits[name] for side in pair}
+        held_out = {
+            _loose(side)
+            for name in ("validation", "test")
+            for pair in splits[name]
+            for side in pair
+        }
         sentence_set = set(sentences)
         splits["phrases"] = [
-            (de, en) for de, en in pairs
-            if (de, en) not in sentence_set and _loose(de) not in held_out and _loose(en) not in held_out
+            (de, en)
+            for de, en in pairs
+            if (de, en) not in sentence_set
+            and _loose(de) not in held_out
+            and _loose(en) not in held_out
         ]
-    return {name: sorted(items, key=lambda pair: _hash("\t".join(pair))) for name, items in splits.items()}
+    return {
+        name: sorted(items, key=lambda pair: _hash("\t".join(pair)))
+        for name, items in splits.items()
+    }
 
 
 def prepare(cache_dir=None, ding_file=None, include_phrases=False, verbose=1):
@@ -208,12 +182,19 @@ def prepare(cache_dir=None, ding_file=None, include_phrases=False, verbose=1):
     config = "sentences_and_phrases" if include_phrases else "sentences"
     data_dir = cache_dir / "tensorflow_datasets"
     dataset_dir = data_dir / DATASET_NAME / config / DATASET_VERSION
-    source = pathlib.Path(ding_file) if ding_file else fetch(cache_dir)
+    source = (
+        pathlib.Path(ding_file)
+        if ding_file
+        else debian.fetch_file(DEBIAN_PACKAGE, PACKAGE_FILE, cache_dir)
+    )
     if not source.is_file():
         raise CorpusError(f"{source}: no such file")
     fingerprint = f"{hashlib.sha256(source.read_bytes()).hexdigest()}-parser{PARSER_VERSION}"
     report_file = dataset_dir / "report.json"
-    if report_file.is_file() and json.loads(report_file.read_text()).get("fingerprint") == fingerprint:
+    if (
+        report_file.is_file()
+        and json.loads(report_file.read_text()).get("fingerprint") == fingerprint
+    ):
         return dataset_dir
     corpus = parse(source, include_phrases, verbose=verbose)
     splits = split_pairs(corpus.pairs)
@@ -266,16 +247,30 @@ def training_mixture(dataset_dir, sentence_repeats, reverse=False, seed=None):
     import numpy as np
     import tensorflow as tf
 
-    if isinstance(sentence_repeats, bool) or not isinstance(sentence_repeats, int) or sentence_repeats < 1:
+    if (
+        isinstance(sentence_repeats, bool)
+        or not isinstance(sentence_repeats, int)
+        or sentence_repeats < 1
+    ):
         raise ValueError(f"sentence_repeats must be a positive integer, got {sentence_repeats!r}")
     if "phrases" not in tfds_splits(dataset_dir):
-        raise ValueError(f"{dataset_dir} holds no phrases split: prepare the corpus with include_phrases=True (--phrases)")
+        raise ValueError(
+            f"{dataset_dir} holds no phrases split: prepare the corpus with include_phrases=True "
+            "(--phrases)"
+        )
     sentences, phrases = (
-        [np.concatenate(side) for side in zip(*load(split, dataset_dir, reverse).batch(8192).as_numpy_iterator())]
+        [
+            np.concatenate(side)
+            for side in zip(*load(split, dataset_dir, reverse).batch(8192).as_numpy_iterator())
+        ]
         for split in ("train", "phrases")
     )
-    order = np.concatenate([np.tile(np.arange(len(sentences[0])), sentence_repeats),
-                            len(sentences[0]) + np.arange(len(phrases[0]))])
+    order = np.concatenate(
+        [
+            np.tile(np.arange(len(sentences[0])), sentence_repeats),
+            len(sentences[0]) + np.arange(len(phrases[0])),
+        ]
+    )
     np.random.default_rng(seed).shuffle(order)
     sources, targets = (np.concatenate([a, b])[order] for a, b in zip(sentences, phrases))
     return tf.data.Dataset.from_tensor_slices((sources, targets))
@@ -286,41 +281,3 @@ def tfds_splits(dataset_dir):
     import tensorflow_datasets as tfds
 
     return sorted(tfds.builder_from_directory(str(dataset_dir)).info.splits)
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m keras_transformer.data.ding",
-        description="Fetch the Ding German-English dictionary (Debian package trans-de-en, "
-        "GPL-2+), extract its sentence pairs, split them and store them as a local TFDS dataset.",
-    )
-    parser.add_argument(
-        "--cache-dir", type=pathlib.Path, default=None,
-        help="where the package and the dataset are kept (default: $KERAS_TRANSFORMER_CACHE "
-        "or ~/.cache/keras_transformer)",
-    )
-    parser.add_argument(
-        "--ding-file", type=pathlib.Path, default=None,
-        help="use this de-en dictionary file instead of fetching the package",
-    )
-    parser.add_argument(
-        "--phrases", action="store_true",
-        help="also store the dictionary's word and phrase pairs (about 370,000) as a split of their own, "
-        "'phrases' (training data only)",
-    )
-    args = parser.parse_args(argv)
-    try:
-        dataset_dir = prepare(args.cache_dir, args.ding_file, args.phrases)
-    except CorpusError as error:
-        parser.exit(1, f"error: {error}\n")
-    report = json.loads((dataset_dir / "report.json").read_text())
-    skipped = collections.Counter(report["skipped"])
-    print(f"Ding corpus from {report['source']}: {report['pairs']} pairs kept")
-    for reason, count in skipped.most_common():
-        print(f"  skipped {count:>7}  {reason}")
-    print("  splits: " + ", ".join(f"{name} {count}" for name, count in report["splits"].items()))
-    print(f"dataset written to {dataset_dir}")
-
-
-if __name__ == "__main__":
-    main()

@@ -17,7 +17,9 @@ def load_tfds(name, split, source_language=None, data_dir=None, download=True, s
     import tensorflow_datasets as tfds
 
     source, target = tfds_languages(name, source_language, data_dir)
-    dataset = tfds.load(name, split=split, data_dir=data_dir, download=download, shuffle_files=shuffle_files)
+    dataset = tfds.load(
+        name, split=split, data_dir=data_dir, download=download, shuffle_files=shuffle_files
+    )
     return dataset.map(lambda example: (example[source], example[target]))
 
 
@@ -35,7 +37,11 @@ def tfds_languages(name, source_language=None, data_dir=None):
         ) from None
     languages = builder.info.supervised_keys
     if not languages or len(languages) != 2:
-        raise ValueError(f"{name!r} is not a translation dataset (it has no (source, target) supervised keys)")
+        raise ValueError(
+            f"{name!r} is not a translation dataset (it has no (source, target) supervised keys)"
+        )
     if source_language not in (None, *languages):
-        raise ValueError(f"{name!r} has languages {list(languages)}; source_language={source_language!r}")
+        raise ValueError(
+            f"{name!r} has languages {list(languages)}; source_language={source_language!r}"
+        )
     return tuple(languages) if source_language in (None, languages[0]) else tuple(languages[::-1])

@@ -38,7 +38,8 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout=None, tra
 
 
 def causal_mask(query_length, key_length, start_index=0):
-    """[Tq, Tk] boolean mask: query i (at absolute position start_index + i) sees keys <= it (§3.2.3)."""
+    """[Tq, Tk] boolean mask: query i (at absolute position start_index + i) sees keys <= it
+    (§3.2.3)."""
     query_positions = ops.arange(query_length) + ops.cast(start_index, "int32")
     key_positions = ops.arange(key_length)
     return ops.greater_equal(query_positions[:, None], key_positions[None, :])
@@ -48,10 +49,17 @@ def causal_mask(query_length, key_length, start_index=0):
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention, §3.2.2.
 
-    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i).
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
+    head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i).
     The projections are plain matrices without bias, as in the paper's equations.
-    `key_dim` (d_k) and `value_dim` (d_v) default to d_model / h and may be set apart from it
-    (Table 3, row B).
+
+    Args:
+        num_heads: h, the number of heads.
+        key_dim: d_k, the depth of each head's queries and keys (default None: d_model / h;
+            set apart from it in Table 3, row B).
+        value_dim: d_v, the depth of each head's values (default None: d_model / h).
+        dropout: dropout on the attention weights, when training (default 0.0; not in the paper).
+        **kwargs: Keras layer arguments (name, dtype).
 
     Call arguments:
         query: [B, Tq, d_model].
@@ -70,6 +78,13 @@ class MultiHeadAttention(keras.layers.Layer):
     Returns:
         outputs [B, Tq, d_model]; then the updated cache when `cache_index` was given; then the
         weights if asked for.
+
+    Example:
+        >>> import numpy as np
+        >>> attention = MultiHeadAttention(num_heads=2)
+        >>> target, memory = np.ones((1, 3, 8), "float32"), np.ones((1, 5, 8), "float32")
+        >>> tuple(attention(target, memory, attention_mask=np.array([[1, 1, 1, 0, 0]], bool)).shape)
+        (1, 3, 8)
     """
 
     def __init__(self, num_heads, key_dim=None, value_dim=None, dropout=0.0, **kwargs):
@@ -84,22 +99,12 @@ class MultiHeadAttention(keras.layers.Layer):
             dropout, dtype=self.dtype_policy, name="weights_dropout"
         )
 
-    def _head_depth(self, explicit, d_model, name):
-        if explicit is not None:
-            return explicit
-        if d_model % self.num_heads:
-            raise ValueError(
-                f"{name} is not given and d_model={d_model} is not divisible by "
-                f"num_heads={self.num_heads}; set {name} explicitly"
-            )
-        return d_model // self.num_heads
-
     def build(self, query_shape, value_shape=None):
         d_model = query_shape[-1]
         d_memory = d_model if value_shape is None else value_shape[-1]
         self.d_model = d_model
-        self.depth_k = self._head_depth(self.key_dim, d_model, "key_dim")
-        self.depth_v = self._head_depth(self.value_dim, d_model, "value_dim")
+        self.depth_k = head_depth(self.key_dim, d_model, self.num_heads, "key_dim")
+        self.depth_v = head_depth(self.value_dim, d_model, self.num_heads, "value_dim")
         heads = self.num_heads
 
         def kernel(name, shape):
@@ -110,7 +115,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.value_kernel = kernel("value_kernel", (d_memory, heads * self.depth_v))
         self.output_kernel = kernel("output_kernel", (heads * self.depth_v, d_model))
 
-    def _split_heads(self, x, kernel, depth):
+    def project_heads(self, x, kernel, depth):
         """x W, reshaped from [B, T, H*depth] to [B, H, T, depth]."""
         x = ops.cast(x, self.compute_dtype)
         projected = ops.matmul(x, ops.cast(kernel, self.compute_dtype))
@@ -120,27 +125,20 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def memory_cache(self, memory):
         """The projected keys and values of `memory` [B, S, d_memory], computed once per source."""
-        self._require_built()
+        require_built(self)
         return {
-            "key": self._split_heads(memory, self.key_kernel, self.depth_k),
-            "value": self._split_heads(memory, self.value_kernel, self.depth_v),
+            "key": self.project_heads(memory, self.key_kernel, self.depth_k),
+            "value": self.project_heads(memory, self.value_kernel, self.depth_v),
         }
 
     def empty_cache(self, batch_size, max_length):
         """A zero cache for causal self-attention over up to `max_length` positions."""
-        self._require_built()
+        require_built(self)
         dtype = self.compute_dtype
         return {
             "key": ops.zeros((batch_size, self.num_heads, max_length, self.depth_k), dtype),
             "value": ops.zeros((batch_size, self.num_heads, max_length, self.depth_v), dtype),
         }
-
-    def _require_built(self):
-        if not self.built:
-            raise ValueError(
-                f"Layer '{self.name}' is not built yet: call it once (or build the model) "
-                "before creating a decoding cache"
-            )
 
     def call(
         self,
@@ -153,11 +151,11 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
-        q = self._split_heads(query, self.query_kernel, self.depth_k)
+        q = self.project_heads(query, self.query_kernel, self.depth_k)
         causal_start = 0 if use_causal_mask else None
         if cache is not None and cache_index is not None:
-            new_k = self._split_heads(query, self.key_kernel, self.depth_k)
-            new_v = self._split_heads(query, self.value_kernel, self.depth_v)
+            new_k = self.project_heads(query, self.key_kernel, self.depth_k)
+            new_v = self.project_heads(query, self.value_kernel, self.depth_v)
             cache = {
                 "key": write_positions(cache["key"], new_k, cache_index),
                 "value": write_positions(cache["value"], new_v, cache_index),
@@ -168,8 +166,8 @@ class MultiHeadAttention(keras.layers.Layer):
             k, v = cache["key"], cache["value"]
         else:
             memory = query if value is None else value
-            k = self._split_heads(memory, self.key_kernel, self.depth_k)
-            v = self._split_heads(memory, self.value_kernel, self.depth_v)
+            k = self.project_heads(memory, self.key_kernel, self.depth_k)
+            v = self.project_heads(memory, self.value_kernel, self.depth_v)
 
         mask = attention_mask_4d(attention_mask, ops.shape(q), ops.shape(k)[2], self.name)
         if causal_start is not None:
@@ -203,8 +201,29 @@ class MultiHeadAttention(keras.layers.Layer):
         return config
 
 
+def head_depth(explicit, d_model, num_heads, name):
+    """d_k or d_v: `explicit` when given, else d_model / h (§3.2.2)."""
+    if explicit is not None:
+        return explicit
+    if d_model % num_heads:
+        raise ValueError(
+            f"{name} is not given and d_model={d_model} is not divisible by "
+            f"num_heads={num_heads}; set {name} explicitly"
+        )
+    return d_model // num_heads
+
+
+def require_built(layer):
+    if not layer.built:
+        raise ValueError(
+            f"Layer '{layer.name}' is not built yet: call it once (or build the model) "
+            "before creating a decoding cache"
+        )
+
+
 def write_positions(cache, update, start_index):
-    """cache [B, H, L, d] with positions start_index ... start_index + T - 1 replaced by update [B, H, T, d].
+    """cache [B, H, L, d] with positions start_index ... start_index + T - 1 replaced by update
+    [B, H, T, d].
 
     Written with gather and select, core ops that keep the cache's static shape (XLA-friendly)
     and that TensorFlow Serving runs without XLA kernels.

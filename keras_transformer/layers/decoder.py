@@ -11,6 +11,14 @@ class DecoderLayer(SublayerConnections):
     over the encoder output, then the position-wise FFN, each with its residual connection and
     layer normalization.
 
+    Args:
+        num_heads: h. d_ff: the feed-forward network's inner size.
+        key_dim, value_dim: d_k and d_v (default None: d_model / h).
+        dropout: P_drop on each sub-layer's output (default 0.1, §5.4).
+        attention_dropout: dropout on the attention weights (default 0.0; not in the paper).
+        norm_first: pre-norm instead of the paper's post-norm (default False).
+        **kwargs: Keras layer arguments (name, dtype).
+
     Call arguments:
         inputs: [B, T, d_model]. memory: the encoder output [B, S, d_model].
         target_padding_mask: boolean [B, T]; source_padding_mask: boolean [B, S].
@@ -19,6 +27,12 @@ class DecoderLayer(SublayerConnections):
         return_attention_scores: also return the encoder-decoder weights [B, H, T, S].
 
     Returns [B, T, d_model]; then the updated cache if one was given; then the weights if asked.
+
+    Example:
+        >>> import numpy as np
+        >>> layer = DecoderLayer(num_heads=2, d_ff=32)
+        >>> tuple(layer(np.ones((1, 3, 8), "float32"), np.ones((1, 5, 8), "float32")).shape)
+        (1, 3, 8)
     """
 
     def __init__(self, num_heads, d_ff, *args, **kwargs):
@@ -43,12 +57,23 @@ class DecoderLayer(SublayerConnections):
         training=None,
     ):
         if cache is not None and cache_index is None:
-            raise ValueError(f"{self.name}: a cache needs the cache_index of the first input position")
+            raise ValueError(
+                f"{self.name}: a cache needs the cache_index of the first input position"
+            )
+        if (
+            cache is None and memory is None
+        ):  # the cross-attention would otherwise attend to the target itself
+            raise ValueError(
+                f"{self.name}: memory (the encoder output) is required without a cache"
+            )
         x = inputs
         h = self.sublayer_input(x, self.self_attention_norm)
         h = self.self_attention(
-            h, attention_mask=target_padding_mask, use_causal_mask=True,
-            cache=None if cache is None else cache["self"], cache_index=cache_index,
+            h,
+            attention_mask=target_padding_mask,
+            use_causal_mask=True,
+            cache=None if cache is None else cache["self"],
+            cache_index=cache_index,
             training=training,
         )
         if cache is not None:
@@ -57,9 +82,12 @@ class DecoderLayer(SublayerConnections):
 
         h = self.sublayer_input(x, self.cross_attention_norm)
         h = self.cross_attention(
-            h, memory, attention_mask=source_padding_mask,
+            h,
+            memory,
+            attention_mask=source_padding_mask,
             cache=None if cache is None else cache["cross"],
-            return_attention_scores=return_attention_scores, training=training,
+            return_attention_scores=return_attention_scores,
+            training=training,
         )
         if return_attention_scores:
             h, weights = h
@@ -81,6 +109,14 @@ class Decoder(Stack):
     """The decoder stack (§3.1): Dropout(embedded target + positional encoding), then
     `num_layers` DecoderLayers, each attending causally to the target and to the memory.
 
+    Args:
+        num_layers: N. num_heads, d_ff: as for each layer.
+        positional: "sinusoidal" (default, §3.5) or "learned" (Table 3, row E).
+        max_length: the longest sequence of learned positions (default 512).
+        key_dim, value_dim, dropout, attention_dropout, norm_first: passed to each layer (their
+            defaults: None, None, 0.1, 0.0, False); dropout also acts on the embedding sums.
+        **kwargs: Keras layer arguments (name, dtype).
+
     Call arguments:
         inputs: the embedded target [B, T, d_model] (shifted right: it starts with bos).
         memory: the encoder output [B, S, d_model].
@@ -92,6 +128,13 @@ class Decoder(Stack):
             tensor per layer.
 
     Returns [B, T, d_model]; then the updated cache if one was given; then the weights if asked.
+
+    Example:
+        >>> import numpy as np
+        >>> decoder = Decoder(num_layers=2, num_heads=2, d_ff=32)
+        >>> target, memory = np.ones((1, 3, 8), "float32"), np.ones((1, 5, 8), "float32")
+        >>> tuple(decoder(target, memory).shape)
+        (1, 3, 8)
     """
 
     layer_class = DecoderLayer
@@ -125,14 +168,23 @@ class Decoder(Stack):
         if (cache is None) != (cache_index is None):
             raise ValueError(f"{self.name}: cache and cache_index must be given together")
         if cache is None and memory is None:
-            raise ValueError(f"{self.name}: memory (the encoder output) is required without a cache")
-        x = self.embed_positions(inputs, start_index=0 if cache is None else cache_index, training=training)
+            raise ValueError(
+                f"{self.name}: memory (the encoder output) is required without a cache"
+            )
+        x = self.embed_positions(
+            inputs, start_index=0 if cache is None else cache_index, training=training
+        )
         new_cache, all_weights = [], []
         for i, layer in enumerate(self.layers):
             outputs = layer(
-                x, memory, target_padding_mask, source_padding_mask,
-                cache=None if cache is None else cache[i], cache_index=cache_index,
-                return_attention_scores=return_attention_scores, training=training,
+                x,
+                memory,
+                target_padding_mask,
+                source_padding_mask,
+                cache=None if cache is None else cache[i],
+                cache_index=cache_index,
+                return_attention_scores=return_attention_scores,
+                training=training,
             )
             x, *extras = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
             if cache is not None:

@@ -13,11 +13,25 @@ class SharedEmbedding(keras.layers.Layer):
     """One weight matrix for the source embedding, the target embedding and the pre-softmax
     linear transformation (§3.4); embeddings are multiplied by sqrt(d_model).
 
-    With `share_embeddings=False` the source gets a matrix of its own, while the target
-    embedding stays tied to the pre-softmax projection.
+    Args:
+        vocab_size: the size of the shared subword vocabulary.
+        d_model: the embedding size.
+        share_embeddings: one matrix for both languages (default True, the paper); False gives
+            the source a matrix of its own, while the target embedding stays tied to the
+            pre-softmax projection.
+        **kwargs: Keras layer arguments (name, dtype).
 
-    Call with `mode="source"` or `"target"` on int ids [B, T] for embeddings [B, T, d_model],
-    or with `mode="logits"` on decoder outputs [B, T, d_model] for float32 logits [B, T, vocab].
+    Call arguments:
+        inputs: int ids [B, T] for `mode="source"` or `"target"` (embeddings [B, T, d_model]),
+            or decoder outputs [B, T, d_model] for `mode="logits"` (float32 logits [B, T, vocab]).
+        mode: "source", "target" (default) or "logits".
+
+    Example:
+        >>> import numpy as np
+        >>> embedding = SharedEmbedding(vocab_size=100, d_model=8)
+        >>> embedded = embedding(np.array([[5, 6, 0]]), mode="source")
+        >>> tuple(embedded.shape), tuple(embedding(embedded, mode="logits").shape)
+        ((1, 3, 8), (1, 3, 100))
     """
 
     def __init__(self, vocab_size, d_model, share_embeddings=True, **kwargs):
@@ -44,7 +58,9 @@ class SharedEmbedding(keras.layers.Layer):
         if mode not in MODES:
             raise ValueError(f"{self.name}: mode must be one of {MODES}, got {mode!r}")
         if mode == "logits":
-            logits = ops.matmul(inputs, ops.transpose(ops.cast(self.target_embeddings, inputs.dtype)))
+            logits = ops.matmul(
+                inputs, ops.transpose(ops.cast(self.target_embeddings, inputs.dtype))
+            )
             return ops.cast(logits, "float32")
         matrix = self.source_embeddings if mode == "source" else self.target_embeddings
         embedded = ops.take(matrix, inputs, axis=0)

@@ -7,7 +7,14 @@ import keras
 class PositionwiseFeedForward(keras.layers.Layer):
     """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to each position separately (Eq. 2).
 
-    The inner size is `d_ff`; the output size equals the input's d_model.
+    Args:
+        d_ff: the inner size (2048 in the base model); the output size is the input's d_model.
+        **kwargs: Keras layer arguments (name, dtype).
+
+    Example:
+        >>> import numpy as np
+        >>> tuple(PositionwiseFeedForward(d_ff=32)(np.ones((2, 5, 8), "float32")).shape)
+        (2, 5, 8)
     """
 
     def __init__(self, d_ff, **kwargs):

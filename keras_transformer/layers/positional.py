@@ -1,4 +1,5 @@
-"""Positional encodings, §3.5: the sinusoids of the paper and the learned alternative (Table 3, row E)."""
+"""Positional encodings, §3.5: the sinusoids of the paper and the learned alternative (Table 3,
+row E)."""
 
 import keras
 from keras import ops
@@ -29,7 +30,19 @@ def _positions(inputs, start_index):
 class SinusoidalPositionalEncoding(keras.layers.Layer):
     """Adds the fixed sinusoidal encoding of §3.5 to [B, T, d_model] inputs; any length.
 
-    `start_index` (int or scalar tensor) offsets the positions, for decoding one step at a time.
+    Args:
+        **kwargs: Keras layer arguments (name, dtype); the layer has no weights.
+
+    Call arguments:
+        inputs: [B, T, d_model].
+        start_index: the position of the first input (default 0; an int or a scalar tensor),
+            for decoding one step at a time.
+
+    Example:
+        >>> import numpy as np
+        >>> encoded = SinusoidalPositionalEncoding()(np.zeros((1, 2, 4), "float32"))
+        >>> np.round(np.asarray(encoded, "float64")[0], 3).tolist()  # sin p, cos p, sin p/100, ...
+        [[0.0, 1.0, 0.0, 1.0], [0.841, 0.54, 0.01, 1.0]]
     """
 
     def call(self, inputs, start_index=0):
@@ -41,7 +54,19 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
 class LearnedPositionalEmbedding(keras.layers.Layer):
     """Adds a learned embedding of each position (Table 3, row E) to [B, T, d_model] inputs.
 
-    Positions must be below `max_length`; `start_index` offsets them as for the sinusoids.
+    Args:
+        max_length: the number of positions learned; positions must stay below it.
+        **kwargs: Keras layer arguments (name, dtype).
+
+    Call arguments:
+        inputs: [B, T, d_model].
+        start_index: the position of the first input (default 0), as for the sinusoids.
+
+    Example:
+        >>> import numpy as np
+        >>> positions = LearnedPositionalEmbedding(max_length=16)
+        >>> tuple(positions(np.zeros((2, 5, 8), "float32"), start_index=3).shape)
+        (2, 5, 8)
     """
 
     def __init__(self, max_length, **kwargs):
@@ -73,7 +98,9 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
             # gather (without the dependency the gather's own error could come first).
             import tensorflow as tf
 
-            with tf.control_dependencies([tf.debugging.assert_less(positions[-1:], self.max_length, message=message)]):
+            with tf.control_dependencies(
+                [tf.debugging.assert_less(positions[-1:], self.max_length, message=message)]
+            ):
                 positions = tf.identity(positions)
         embedding = ops.take(self.position_embeddings, positions, axis=0)
         return inputs + ops.cast(embedding, inputs.dtype)[None]

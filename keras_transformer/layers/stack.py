@@ -6,6 +6,8 @@ x + Dropout(Sublayer(LayerNorm(x))) with a final LayerNorm after the stack. Drop
 applied to the sums of embeddings and positional encodings (§5.4).
 """
 
+import inspect
+
 import keras
 
 from keras_transformer.layers.attention import MultiHeadAttention
@@ -13,6 +15,8 @@ from keras_transformer.layers.feed_forward import PositionwiseFeedForward
 from keras_transformer.layers.positional import positional_layer
 
 LAYER_NORM_EPSILON = 1e-6
+# The optional hyper-parameters of EncoderLayer and DecoderLayer, which Encoder and Decoder pass on.
+OPTIONS = ("key_dim", "value_dim", "dropout", "attention_dropout", "norm_first")
 
 
 def layer_norm(parent, name):
@@ -51,18 +55,29 @@ class SublayerConnections(keras.layers.Layer):
         )
         self.self_attention = self.attention_sublayer("self_attention")
         self.self_attention_norm = layer_norm(self, "self_attention_norm")
-        self.feed_forward = PositionwiseFeedForward(d_ff, dtype=self.dtype_policy, name="feed_forward")
+        self.feed_forward = PositionwiseFeedForward(
+            d_ff, dtype=self.dtype_policy, name="feed_forward"
+        )
         self.feed_forward_norm = layer_norm(self, "feed_forward_norm")
 
     def attention_sublayer(self, name):
         """A MultiHeadAttention with this layer's heads, sizes, dropout and dtype policy."""
         return MultiHeadAttention(
-            self.num_heads, self.key_dim, self.value_dim, self.attention_dropout,
-            dtype=self.dtype_policy, name=name,
+            self.num_heads,
+            self.key_dim,
+            self.value_dim,
+            self.attention_dropout,
+            dtype=self.dtype_policy,
+            name=name,
         )
 
     def build(self, inputs_shape):
-        for layer in (self.self_attention, self.self_attention_norm, self.feed_forward, self.feed_forward_norm):
+        for layer in (
+            self.self_attention,
+            self.self_attention_norm,
+            self.feed_forward,
+            self.feed_forward_norm,
+        ):
             layer.build(inputs_shape)
 
     def sublayer_input(self, x, norm):
@@ -75,17 +90,10 @@ class SublayerConnections(keras.layers.Layer):
         return x if self.norm_first else norm(x)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            num_heads=self.num_heads,
-            d_ff=self.d_ff,
-            key_dim=self.key_dim,
-            value_dim=self.value_dim,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            norm_first=self.norm_first,
-        )
-        return config
+        return {
+            **super().get_config(),
+            **{name: getattr(self, name) for name in ("num_heads", "d_ff", *OPTIONS)},
+        }
 
 
 class Stack(keras.layers.Layer):
@@ -95,46 +103,41 @@ class Stack(keras.layers.Layer):
     layer_class = None  # set by subclasses
 
     def __init__(
-        self,
-        num_layers,
-        num_heads,
-        d_ff,
-        key_dim=None,
-        value_dim=None,
-        dropout=0.1,
-        attention_dropout=0.0,
-        norm_first=False,
-        positional="sinusoidal",
-        max_length=512,
-        **kwargs,
+        self, num_layers, num_heads, d_ff, positional="sinusoidal", max_length=512, **kwargs
     ):
+        options = {name: kwargs.pop(name) for name in OPTIONS if name in kwargs}
         super().__init__(**kwargs)
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         self.num_layers = num_layers
         self.positional = positional
         self.max_length = max_length
-        self.layer_arguments = dict(
-            num_heads=num_heads,
-            d_ff=d_ff,
-            key_dim=key_dim,
-            value_dim=value_dim,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            norm_first=norm_first,
-        )
+        defaults = inspect.signature(SublayerConnections).parameters
+        self.layer_arguments = {
+            "num_heads": num_heads,
+            "d_ff": d_ff,
+            **{n: defaults[n].default for n in OPTIONS},
+            **options,
+        }
+        dropout = self.layer_arguments["dropout"]
         policy = self.dtype_policy
         self.position = positional_layer(positional, max_length, dtype=policy, name="position")
-        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=policy, name="embedding_dropout")
+        self.embedding_dropout = keras.layers.Dropout(
+            dropout, dtype=policy, name="embedding_dropout"
+        )
         self.layers = [
             self.layer_class(**self.layer_arguments, dtype=policy, name=f"layer_{i}")
             for i in range(num_layers)
         ]
-        self.final_norm = layer_norm(self, "final_norm") if norm_first else None
+        self.final_norm = (
+            layer_norm(self, "final_norm") if self.layer_arguments["norm_first"] else None
+        )
 
     def embed_positions(self, inputs, start_index=0, training=None):
         """Dropout(inputs + PE) for embedded inputs [B, T, d_model] (§3.5, §5.4)."""
-        return self.embedding_dropout(self.position(inputs, start_index=start_index), training=training)
+        return self.embedding_dropout(
+            self.position(inputs, start_index=start_index), training=training
+        )
 
     def finish(self, x):
         return x if self.final_norm is None else self.final_norm(x)
@@ -147,11 +150,10 @@ class Stack(keras.layers.Layer):
             self.final_norm.build(inputs_shape)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            self.layer_arguments,
-            num_layers=self.num_layers,
-            positional=self.positional,
-            max_length=self.max_length,
-        )
-        return config
+        return {
+            **super().get_config(),
+            **self.layer_arguments,
+            "num_layers": self.num_layers,
+            "positional": self.positional,
+            "max_length": self.max_length,
+        }

@@ -1,23 +1,23 @@
 """A run directory and what it holds:
 
-    run.json              the model config and data settings; a later command must match them
-    tokenizer.model       the shared subword vocabulary
-    backup/               the exact training state (weights, optimizer, epoch) for resuming
-    checkpoints/          step-NNNNNNN.weights.npz, the last K
-    logs/                 TensorBoard: train/ (loss, accuracy, learning rate), validation/ (BLEU, chrF, text, attention)
-    model.keras           the average of the last K checkpoints
-    translations.test.txt and .scores.json (BLEU, chrF, chrF++), export/<version>/ (the SavedModel)
+run.json              the model config and data settings; a later command must match them
+tokenizer.model       the shared subword vocabulary
+backup/               the exact training state (weights, optimizer, epoch) for resuming
+checkpoints/          step-NNNNNNN.weights.npz, the last K
+logs/                 TensorBoard: train/ (loss, accuracy, learning rate),
+                      validation/ (BLEU, chrF, text, attention)
+model.keras           the average of the last K checkpoints
+translations.test.txt and .scores.json (BLEU, chrF, chrF++), export/<version>/ (the SavedModel)
 """
 
 import json
-import os
 import pathlib
-import tempfile
 
 import keras
 
 import keras_transformer as kt
 from training import checkpoints
+from training.files import write_text_atomically
 
 SETTINGS_FILE = "run.json"
 TOKENIZER_FILE = "tokenizer.model"
@@ -33,10 +33,15 @@ def check_settings(out_dir, settings):
     out_dir = pathlib.Path(out_dir)
     path = out_dir / SETTINGS_FILE
     if not path.is_file():
-        written = [p for p in (out_dir / "checkpoints", out_dir / "backup") if p.is_dir() and any(p.iterdir())]
+        written = [
+            p
+            for p in (out_dir / "checkpoints", out_dir / "backup")
+            if p.is_dir() and any(p.iterdir())
+        ]
         if written:
             raise RunError(
-                f"{out_dir} holds {written[0].name}/ but no {SETTINGS_FILE}: it is not a run of this "
+                f"{out_dir} holds {written[0].name}/ but no {SETTINGS_FILE}: it is not a run of "
+                "this "
                 "program, or its settings are lost; choose another --output-dir"
             )
         return
@@ -53,7 +58,8 @@ def check_settings(out_dir, settings):
         vocabulary = any(d.startswith(("vocabulary", "config.vocab_size")) for d in differences)
         raise RunError(
             ("vocabulary mismatch: " if vocabulary else "")
-            + f"{out_dir} holds another model's run ({path}); it differs in " + "; ".join(differences)
+            + f"{out_dir} holds another model's run ({path}); it differs in "
+            + "; ".join(differences)
             + ". Choose another --output-dir, or repeat the run's own settings to continue it."
         )
 
@@ -67,27 +73,9 @@ def _compare(previous, current, prefix=""):
             yield f"{prefix}{key}", old, new
 
 
-def write_atomically(path, write):
-    """Calls write(temporary path with the same suffix) and renames the result to `path`."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, partial = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=path.parent)
-    os.close(handle)
-    try:
-        write(partial)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(partial, 0o666 & ~umask)  # mkstemp's 0600 would hide the file from other users
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
-    return path
-
-
 def save_settings(out_dir, settings):
-    return write_atomically(
-        pathlib.Path(out_dir) / SETTINGS_FILE, lambda p: pathlib.Path(p).write_text(json.dumps(settings, indent=2))
+    return write_text_atomically(
+        pathlib.Path(out_dir) / SETTINGS_FILE, json.dumps(settings, indent=2)
     )
 
 
@@ -114,15 +102,22 @@ def build_model(out_dir):
 
 
 def load_model(path):
-    """A .keras model, or a run's step checkpoint (.weights.npz) in the model its run.json describes."""
+    """A .keras model, or a run's step checkpoint (.weights.npz) in the model its run.json
+    describes."""
     path = pathlib.Path(path)
     if path.name.endswith(".weights.npz"):
         run_dir = run_dir_of(path)
         if run_dir is None:
-            raise ValueError(f"{path} is a step checkpoint, but no {SETTINGS_FILE} was found above it to build its model")
+            raise ValueError(
+                f"{path} is a step checkpoint, but no {SETTINGS_FILE} was found above it to build "
+                "its model"
+            )
         model = build_model(run_dir)
         checkpoints.load_checkpoint(model, path)
         return model
     if path.suffix != ".keras":
-        raise ValueError(f"{path}: expected a .keras model, a step checkpoint (.weights.npz) or a SavedModel directory")
+        raise ValueError(
+            f"{path}: expected a .keras model, a step checkpoint (.weights.npz) or a SavedModel "
+            "directory"
+        )
     return keras.models.load_model(path)

@@ -1,0 +1,87 @@
+"""A Translator packaged for TensorFlow Serving: numbered version directories, warm-up
+requests, and a version that appears whole or not at all."""
+
+import os
+import pathlib
+import shutil
+import tempfile
+
+WARMUP_SENTENCES = ("Guten Morgen.", "Das ist ein Test.", "")
+WARMUP_FILE = pathlib.PurePath("assets.extra", "tf_serving_warmup_requests")
+
+
+def versions(base_dir):
+    """The numbered version directories in `base_dir`, {version: path}."""
+    base_dir = pathlib.Path(base_dir)
+    if not base_dir.is_dir():
+        return {}
+    return {int(p.name): p for p in base_dir.iterdir() if p.name.isdigit() and p.is_dir()}
+
+
+def latest_version(model_dir):
+    """`model_dir` itself if it holds a SavedModel, else its highest numbered version."""
+    model_dir = pathlib.Path(model_dir)
+    if (model_dir / "saved_model.pb").is_file():
+        return model_dir
+    found = versions(model_dir)
+    if not found:
+        raise FileNotFoundError(
+            f"{model_dir} holds no SavedModel and no numbered version directory"
+        )
+    return found[max(found)]
+
+
+def export_for_serving(translator, base_dir, version=None):
+    """Writes `translator` (`Translator.save`) as `base_dir/<version>/`, the layout TensorFlow
+    Serving watches, with warm-up requests in `assets.extra/tf_serving_warmup_requests`.
+
+    `version` defaults to the next integer after the existing ones. Everything is written to a
+    temporary directory that is renamed into place, so the server never sees a half-written
+    version; an existing version is never overwritten. Returns the version directory.
+    """
+    base_dir = pathlib.Path(base_dir)
+    base_dir.mkdir(parents=True, exist_ok=True)
+    version = max(versions(base_dir), default=0) + 1 if version is None else int(version)
+    target = base_dir / str(version)
+    if target.exists():
+        raise FileExistsError(f"{target} already exists; a served version is never overwritten")
+    staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{version}-", dir=base_dir))
+    try:
+        translator.save(staging)
+        write_warmup_requests(staging / WARMUP_FILE, base_dir.name)
+        staging.chmod(
+            0o755
+        )  # mkdtemp's 0700 would hide the model from a server run as another user
+        try:
+            os.rename(staging, target)
+        except OSError as error:  # another export took this version meanwhile
+            raise FileExistsError(
+                f"{target} already exists; a served version is never overwritten"
+            ) from error
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def write_warmup_requests(path, model_name, sentences=WARMUP_SENTENCES):
+    """TensorFlow Serving's warm-up file: PredictionLog records the server replays on load."""
+    import tensorflow as tf
+
+    try:
+        from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+    except ImportError as error:
+        raise ImportError(
+            "writing TensorFlow Serving warm-up requests needs tensorflow-serving-api: "
+            "pip install 'keras-transformer[serving]'"
+        ) from error
+    path.parent.mkdir(parents=True, exist_ok=True)
+    request = predict_pb2.PredictRequest(
+        model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serving_default")
+    )
+    request.inputs["sentences"].CopyFrom(tf.make_tensor_proto(list(sentences), dtype=tf.string))
+    record = prediction_log_pb2.PredictionLog(
+        predict_log=prediction_log_pb2.PredictLog(request=request)
+    )
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        writer.write(record.SerializeToString())

@@ -1,0 +1,84 @@
+"""A child process for tests/test_backends.py: trains, saves or loads the tiny model under the
+Keras backend named by KERAS_BACKEND and writes the logits of fixed inputs.
+
+    python tests/backend_child.py train MODEL.keras VOCAB_SIZE EPOCHS [--block-tensorflow]
+    python tests/backend_child.py load MODEL.keras [--block-tensorflow]
+
+Writes MODEL.keras.<command>.<backend>.npz: the inputs, the logits, the weights (weight_0, ...),
+(train) the epoch losses (EPOCHS 0: the model as initialised), whether tensorflow was imported,
+and with --block-tensorflow (every import of tensorflow or tensorflow_text fails, as on a
+machine without them) the errors of the TensorFlow-only names.
+"""
+
+import importlib.abc
+import os
+import sys
+
+
+class BlockTensorFlow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("tensorflow", "tensorflow_text"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def fixed_inputs(vocab_size):
+    """A copy task over 12 token ids with padding on both sides: target = bos + source."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    source = rng.integers(4, min(vocab_size, 16), (512, 8)).astype("int32")
+    source[::3, 5:] = 0
+    target = np.concatenate([np.full((len(source), 1), 2, "int32"), source[:, :-1]], axis=1)
+    labels = source.copy()
+    return {"source": source, "target": target}, labels
+
+
+def main(command, path, *rest):
+    if "--block-tensorflow" in rest:
+        sys.meta_path.insert(0, BlockTensorFlow())
+    import keras
+    import numpy as np
+
+    import keras_transformer as kt
+
+    if command == "train":
+        keras.utils.set_random_seed(0)
+        config = kt.TransformerConfig.preset(
+            "tiny", vocab_size=int(rest[0]), dropout=0.0, warmup_steps=100
+        )
+        model = kt.build_transformer(config)
+        model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
+        inputs, labels = fixed_inputs(config.vocab_size)
+        history = model.fit(
+            inputs, labels, batch_size=32, epochs=int(rest[1]), shuffle=False, verbose=0
+        )
+        losses = history.history.get("loss", [])
+        model.save(path)
+    else:
+        model = keras.saving.load_model(path)
+        inputs, _ = fixed_inputs(model.config.vocab_size)
+        losses = []
+    logits = keras.ops.convert_to_numpy(model(inputs))
+    tensorflow_imported = any(name.split(".")[0] == "tensorflow" for name in sys.modules)
+    refusals = []
+    if "--block-tensorflow" in rest:
+        for name in sorted(kt.TENSORFLOW_ONLY):
+            try:
+                getattr(kt, name)
+            except ImportError as error:
+                refusals.append(str(error))
+    np.savez(
+        f"{path}.{command}.{keras.backend.backend()}.npz",
+        **inputs,
+        logits=logits,
+        losses=np.array(losses),
+        tensorflow_imported=tensorflow_imported,
+        refusals=np.array(refusals, dtype=str),
+        **{f"weight_{i}": keras.ops.convert_to_numpy(w) for i, w in enumerate(model.weights)},
+    )
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    main(*sys.argv[1:])

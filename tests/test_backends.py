@@ -1,0 +1,103 @@
+"""Keras 3 backends: the layers and the model train under JAX (and PyTorch when installed)
+without TensorFlow, and a .keras file moves between backends with identical logits; a model
+trained under JAX is translated and exported by the TensorFlow side."""
+
+import importlib.util
+import os
+import pathlib
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_transformer as kt
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CHILD = ROOT / "tests" / "backend_child.py"
+TORCH = pytest.param(
+    "torch",
+    marks=pytest.mark.skipif(
+        importlib.util.find_spec("torch") is None,
+        reason="PyTorch is optional (a large CPU wheel): tested where it is installed",
+    ),
+)
+
+
+def run_child(backend, *args):
+    """Runs tests/backend_child.py under `backend` on the CPU; returns what it wrote."""
+    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(ROOT)}
+    env.update(JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="")
+    completed = subprocess.run(
+        [sys.executable, str(CHILD), *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return np.load(f"{args[1]}.{args[0]}.{backend}.npz")
+
+
+@pytest.mark.parametrize("backend", ["jax", TORCH])
+def test_the_model_trains_without_tensorflow(backend, tmp_path):
+    trained = run_child(backend, "train", tmp_path / "model.keras", 64, 8, "--block-tensorflow")
+    assert not trained["tensorflow_imported"]
+    losses = trained["losses"]
+    # Below the entropy of the 12 copied ids: the model copies, it does not just count them.
+    assert losses[-1] < np.log(12) < losses[0], losses
+    assert (tmp_path / "model.keras").is_file()
+    refusals = trained["refusals"].tolist()
+    assert len(refusals) == len(kt.TENSORFLOW_ONLY)
+    assert all("needs TensorFlow and tensorflow-text" in refusal for refusal in refusals)
+    assert any(refusal.startswith("keras_transformer.Translator ") for refusal in refusals)
+
+
+def assert_same_weights(saved, loaded):
+    """Every weight of the file, bit for bit, as the other backend reads it."""
+    names = [name for name in saved.files if name.startswith("weight_")]
+    assert names and names == [name for name in loaded.files if name.startswith("weight_")]
+    for name in names:
+        np.testing.assert_array_equal(loaded[name], saved[name], err_msg=name)
+
+
+@pytest.mark.parametrize(
+    "saved_under, loaded_under",
+    [("jax", "tensorflow"), ("tensorflow", "jax"), (TORCH.values[0], "tensorflow")],
+    ids=["jax-to-tensorflow", "tensorflow-to-jax", "torch-to-tensorflow"],
+)
+def test_a_saved_model_moves_between_backends_with_identical_logits(
+    saved_under, loaded_under, tmp_path
+):
+    if saved_under == "torch" and importlib.util.find_spec("torch") is None:
+        pytest.skip("PyTorch is optional (a large CPU wheel): tested where it is installed")
+    path = tmp_path / "model.keras"
+    saved = run_child(saved_under, "train", path, 64, 0)  # as initialised
+    loaded = run_child(loaded_under, "load", path)
+    np.testing.assert_array_equal(saved["source"], loaded["source"])
+    assert_same_weights(saved, loaded)
+    np.testing.assert_allclose(loaded["logits"], saved["logits"], atol=1e-5, rtol=0)
+
+
+def test_weights_trained_under_jax_are_translated_and_exported_by_tensorflow(tokenizer, tmp_path):
+    path = tmp_path / "model.keras"
+    trained = run_child("jax", "train", path, tokenizer.vocab_size, 8)
+    model = keras.saving.load_model(path)
+    for i, weight in enumerate(model.weights):
+        np.testing.assert_array_equal(weight.numpy(), trained[f"weight_{i}"])
+    inputs = {"source": trained["source"], "target": trained["target"]}
+    # Trained weights are larger than initial ones, and XLA's and TensorFlow's float32 kernels
+    # round differently: measured up to 6e-5 apart on logits of magnitude ~6 (a few ulps per
+    # layer); a wrong weight or op differs by far more.
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(model(inputs)), trained["logits"], atol=2e-4, rtol=0
+    )
+    translator = kt.Translator(model, tokenizer, beam_size=2)
+    sentences = tf.constant(["Das Haus ist groß.", "Der Hund schläft."])
+    expected = translator.translate(sentences)
+    exported = tf.saved_model.load(str(translator.save(tmp_path / "export")))
+    answer = exported.signatures["translate"](sentences)
+    np.testing.assert_array_equal(answer["tokens"].numpy(), expected["tokens"].numpy())
+    assert answer["translation"].numpy().tolist() == expected["translation"].numpy().tolist()

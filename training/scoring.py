@@ -1,0 +1,70 @@
+"""Translating a list of sentences and scoring the translations with sacrebleu: corpus BLEU
+(13a tokenization), chrF and chrF++, with their signatures. Used by the training program, its
+callbacks, `training.evaluate` and the quality study."""
+
+import json
+import pathlib
+import sys
+
+import keras
+import sacrebleu
+
+
+def progress_verbosity():
+    """Keras's progress bar on a terminal; in a log file only the final line."""
+    return 1 if sys.stdout.isatty() else 2
+
+
+def translate_all(translate, sentences, batch_size=64, verbose=0):
+    """Translations of `sentences` in their order, decoded in batches of similar length;
+    `translate(tf.string [B]) -> {"translation": [B], ...}` (a Translator's `translate`)."""
+    import tensorflow as tf
+
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    results = [None] * len(sentences)
+    progress = keras.utils.Progbar(len(sentences), verbose=verbose, unit_name="sentence")
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        out = translate(tf.constant([sentences[i] for i in chunk], tf.string))[
+            "translation"
+        ].numpy()
+        for i, text in zip(chunk, out):
+            results[i] = text.decode("utf-8")
+        progress.add(len(chunk))
+    return results
+
+
+def corpus_scores(hypotheses, references):
+    """sacrebleu's corpus BLEU (13a tokenization), chrF and chrF++ (word order 2) of detokenized
+    hypotheses against one reference each, with their signatures and BLEU's brevity penalty."""
+    metrics = {
+        "bleu": sacrebleu.metrics.BLEU(),
+        "chrf": sacrebleu.metrics.CHRF(),
+        "chrf++": sacrebleu.metrics.CHRF(word_order=2),
+    }
+    scores = {"sentences": len(hypotheses)}
+    for name, metric in metrics.items():
+        result = metric.corpus_score(hypotheses, [references])
+        scores[name] = result.score
+        scores[f"{name}_text"] = str(result)
+        scores[f"{name}_signature"] = str(metric.get_signature())
+        if name == "bleu":
+            scores["brevity_penalty"], scores["length_ratio"] = result.bp, result.ratio
+    return scores
+
+
+def score_report(hypotheses, references, output):
+    """`corpus_scores`; writes the hypotheses to `output` (one per line) and the scores to
+    `output` + ".scores.json"; returns the scores."""
+    scores = corpus_scores(hypotheses, references)
+    output = pathlib.Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text("".join(h.replace("\n", " ") + "\n" for h in hypotheses), encoding="utf-8")
+    output.with_name(output.name + ".scores.json").write_text(json.dumps(scores, indent=2))
+    return scores
+
+
+def print_scores(scores):
+    """The scores as sacrebleu prints them, each with its signature."""
+    for name in ("bleu", "chrf", "chrf++"):
+        print(f"{scores[name + '_text']}    ({scores[name + '_signature']})")
