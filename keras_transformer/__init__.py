@@ -29,6 +29,7 @@ TENSORFLOW_ONLY = {
     "SubwordTokenizer": "keras_transformer.tokenizer",
     "beam_search": "keras_transformer.decoding",
     "greedy_search": "keras_transformer.decoding",
+    "sample": "keras_transformer.decoding",
     "encoder_decoder_attention": "keras_transformer.decoding",
     "Translator": "keras_transformer.translator",
 }
@@ -75,4 +76,5 @@ __all__ = [
     "greedy_search",
     "layers",
     "masked_accuracy",
+    "sample",
 ]
