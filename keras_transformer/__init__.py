@@ -30,6 +30,7 @@ TENSORFLOW_ONLY = {
     "beam_search": "keras_transformer.decoding",
     "greedy_search": "keras_transformer.decoding",
     "sample": "keras_transformer.decoding",
+    "Sampling": "keras_transformer.decoding",
     "encoder_decoder_attention": "keras_transformer.decoding",
     "Translator": "keras_transformer.translator",
 }
@@ -61,6 +62,7 @@ def __dir__():
 
 __all__ = [
     "PRESETS",
+    "Sampling",
     "SubwordTokenizer",
     "Translator",
     "LabelSmoothedCrossEntropy",

@@ -29,7 +29,7 @@ class Translator(tf.Module):
     source length + `extra_length` tokens (§6.1), and, for a non-empty source, at least
     `min_length` (default 1: never empty). `beam_size=1` is greedy search. `nbest` (default:
     the beam size) is how many hypotheses the n-best outputs list. With `sampling` (a
-    `kt.decoding.Sampling`) each translation is drawn from the model's distribution instead,
+    `kt.Sampling`) each translation is drawn from the model's distribution instead,
     reproducibly for its seed (back-translation); its n-best list is that one translation.
     """
 

@@ -29,7 +29,7 @@ def load_translate(model_path, tokenizer_path=None, beam_size=4, alpha=0.6, samp
     """A translate function for a .keras file (tokenizer.model beside it unless given), a
     step checkpoint of a run (.weights.npz), or a SavedModel (a version directory, or the base
     directory whose highest version is taken; its decoding settings are those it was exported
-    with). `sampling` (a kt.decoding.Sampling) samples instead of beam search."""
+    with). `sampling` (a kt.Sampling) samples instead of beam search."""
     import tensorflow as tf
 
     import keras_transformer as kt
