@@ -120,3 +120,19 @@ def test_model_fits_on_the_batches(pairs, tokenizer):
     batches = make_batches(pairs, tokenizer, BUDGET, MAX_LENGTH, repeat=True)
     history = model.fit(batches, steps_per_epoch=3, shuffle=False, verbose=0)
     assert np.isfinite(history.history["loss"][0])
+
+
+def test_static_shapes_pad_every_batch_to_its_bucket_bound(tokenizer):
+    """For XLA under JAX: few batch shapes, each side padded to its bucket's bound - 1."""
+    pairs = synthetic_pairs(400)
+    batches = make_batches(
+        Corpus(pairs).dataset(), tokenizer, 1024, 64, shuffle_buffer=0, static_shapes=True
+    )
+    bounds = bucket_boundaries(64, growth=1.5)
+    lengths = set()
+    for inputs, labels in batches.as_numpy_iterator():
+        length = inputs["source"].shape[1]
+        assert inputs["target"].shape[1] == labels.shape[1] == length and length + 1 in bounds
+        assert inputs["source"].size <= 1024
+        lengths.add(length)
+    assert 3 <= len(lengths) <= len(bounds) < 12

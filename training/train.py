@@ -370,6 +370,7 @@ def make_training_batches(args, config, dataset, tokenizer, strategy, seed):
         seed=seed,
         repeat=True,
         batch_size_multiple=strategy.num_replicas_in_sync,
+        static_shapes=not on_tensorflow(),  # JAX compiles one XLA program per batch shape
     )
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
