@@ -124,9 +124,11 @@ def test_rest_predict_row_and_columnar(server):
     status, rows = http(server, "/v1/models/numbers:predict", {"instances": list(german)})
     assert status == 200
     assert [p["translation"] for p in rows["predictions"]] == list(english)
-    for p in rows["predictions"]:  # the row format: every output of one sentence
+    stable = http(server, "/v1/models/numbers/labels/stable:predict", {"instances": german})[1]
+    for p in rows["predictions"] + stable["predictions"]:  # the row format: all outputs of one
         assert p["score"] < 0 and p["nbest_translations"][0] == p["translation"]
-        assert p["nbest_scores"][0] == p["score"] and len(p["nbest_scores"]) == 4
+        assert p["nbest_scores"][0] == p["score"]
+        assert len(p["nbest_scores"]) == (4 if p in stable["predictions"] else 1)  # the beam
         assert len(p["alignment"]) == len(p["tokens"])
         assert len(p["alignment"][0]) == len(p["source_tokens"])
 
@@ -265,7 +267,7 @@ def test_client_translates_and_reports(server, kind):
     results = client_for(server, kind).translate(german)
     assert [r.translation for r in results] == list(english)
     assert all(isinstance(r, Translation) and r.score < 0 for r in results)
-    for result in results:
+    for result in client_for(server, kind, label="stable").translate(german):  # beam 4
         assert result.nbest[0] == (result.translation, result.score) and len(result.nbest) == 4
         assert [score for _, score in result.nbest] == sorted(
             (score for _, score in result.nbest), reverse=True

@@ -148,7 +148,8 @@ def main(argv=None):
     if args.reference is not None and args.source is None:
         parser.error("--reference needs --source")
 
-    from keras_transformer.data import CorpusError, read_lines, read_parallel_files
+    from keras_transformer.data import CorpusError, read_parallel_files
+    from keras_transformer.data.corpus import read_lines
     from keras_transformer.decoding import Sampling
     from training.datasets import Dataset
 
