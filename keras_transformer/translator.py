@@ -5,11 +5,12 @@ The `translate` signature takes a batch of strings [B] and returns dense tensors
 batch dimension: `translation` [B] string, `score` [B] float32 (log-probability over the
 length penalty), `tokens` [B, L] int32 (0 after eos); the n-best list `nbest_translations`
 [B, K] string and `nbest_scores` [B, K] float32, best first (column 0 is `translation` and
-`score`); `alignment` [B, L, S] float32, the encoder-decoder attention of the last decoder
-layer averaged over its heads while the decoder reads the best translation (row t: the source
-positions attended when producing token t; rows of real tokens sum to 1, padding rows and
-columns are 0), and `source_tokens` [B, S] int32, the source ids its columns refer to. It uses
-only core TensorFlow and tensorflow-text ops, which the model server links.
+`score`); `alignment` [B, T, S] float32 (T: the batch's longest translation, eos included),
+the encoder-decoder attention of the last decoder layer averaged over its heads while the
+decoder reads the best translation (row t: the source positions attended when producing
+token t; rows of real tokens sum to 1, padding rows and columns are 0), and `source_tokens`
+[B, S] int32, the source ids its columns refer to. It uses only core TensorFlow and
+tensorflow-text ops, which the model server links.
 """
 
 import types
@@ -138,7 +139,10 @@ class Translator(tf.Module):
 
     def _alignment(self, source, tokens):
         """The last decoder layer's encoder-decoder attention averaged over its heads while
-        the decoder reads bos + `tokens` [B, L]: [B, L, S], zero on the rows after eos."""
+        the decoder reads bos + `tokens` [B, L]: [B, T, S], T the longest translation of the
+        batch (eos included), zero on the rows after eos."""
+        lengths = tf.reduce_sum(tf.cast(tf.not_equal(tokens, PAD_ID), tf.int32), axis=1)
+        tokens = tokens[:, : tf.reduce_max(tf.concat([lengths, [0]], 0))]
         target_in = tf.concat([tf.fill([tf.shape(tokens)[0], 1], BOS_ID), tokens[:, :-1]], 1)
         weights = encoder_decoder_attention(self.model, source, target_in)[-1]
         real = tf.cast(tf.not_equal(tokens, PAD_ID), tf.float32)[:, :, None]

@@ -302,9 +302,11 @@ def test_nbest_and_alignment_outputs(exported, number_translator):
     # The alignment: [B, L, S] over the best translation's tokens and the source ids.
     translator = kt.Translator(model, tokenizer)
     np.testing.assert_array_equal(out["source_tokens"], translator.source_ids(sentences).numpy())
-    tokens, source = out["tokens"], out["source_tokens"]
+    longest = int((out["tokens"] != 0).sum(axis=1).max())  # the rows stop there
+    tokens, source = out["tokens"][:, :longest], out["source_tokens"]
+    assert (out["tokens"][:, longest:] == 0).all()
     alignment = out["alignment"]
-    assert alignment.shape == (6, tokens.shape[1], source.shape[1])
+    assert alignment.shape == (6, longest, source.shape[1])
     real_rows, real_columns = tokens != 0, source != 0
     np.testing.assert_allclose(alignment.sum(-1)[real_rows], 1.0, atol=1e-5)
     assert (alignment[~real_rows] == 0).all()
