@@ -127,6 +127,11 @@ def flag_value(flags, name, default=None):
     return values[-1] if values else default
 
 
+NARROW = ("--set", "d_model=128", "--set", "d_ff=512")
+# Greedy, the demo's beam and a longer-preferring alpha, none ending a translation before its
+# first token.
+COMBINED = ((1, 0.0, 5, 1), (4, 0.6, 5, 1), (4, 1.0, 5, 1))
+
 STUDY = (
     # Today's demo settings; its decoding lever too.
     Run("baseline", "baseline", decodings=DECODINGS),
@@ -135,7 +140,7 @@ STUDY = (
     Run("warmup-200", "learning rate", ("--set", "warmup_steps=200")),
     Run("lr-x2", "learning rate", ("--set", "learning_rate_scale=2.0")),
     # Model shape: a narrower model takes more steps in the same time; fewer layers.
-    Run("d128", "shape", ("--set", "d_model=128", "--set", "d_ff=512")),
+    Run("d128", "shape", NARROW),
     Run("layers-2", "shape", ("--set", "num_layers=2")),
     # Layer normalization before each sub-layer (not the paper's): trains stably at higher rates.
     Run("pre-norm", "shape", ("--set", "norm_first=true")),
@@ -149,6 +154,17 @@ STUDY = (
     Run("smoothing-0", "regularization", ("--set", "label_smoothing=0.0")),
     # Data: Ding's words and phrases, the sentences up-sampled.
     Run("phrases-x10", "data", ("--phrases", "--sentence-repeats", "10")),
+    # Stage 2, combined: the one-lever runs that reached the most steps and BLEU (the narrower
+    # model, a 4000-piece vocabulary), with 2+2 layers or pre-norm, scored with min_length 1.
+    *(
+        Run(name, "combined", (*NARROW, "--vocab-size", "4000", *more), decodings=COMBINED)
+        for name, more in (
+            ("d128-vocab4k", ()),
+            ("d128-vocab4k-layers2", ("--set", "num_layers=2")),
+            ("d128-vocab4k-prenorm", ("--set", "norm_first=true")),
+            ("d128-vocab4k-prenorm-layers2", ("--set", "norm_first=true", "--set", "num_layers=2")),
+        )
+    ),
 )
 
 
