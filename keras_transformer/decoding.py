@@ -49,6 +49,19 @@ def encoder_decoder_attention(model, source_ids, target_ids):
     return weights
 
 
+def alignment(model, source_ids, tokens):
+    """Where the decoder looked while producing `tokens` [B, L] (a translation of source_ids
+    [B, S], 0 after eos): the last decoder layer's encoder-decoder attention averaged over its
+    heads while it reads bos + tokens, float32 [B, T, S] with T the longest translation (eos
+    included); rows of real tokens sum to 1, rows after eos and padding columns are 0."""
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(tokens, PAD_ID), tf.int32), axis=1)
+    tokens = tokens[:, : tf.reduce_max(tf.concat([lengths, [0]], 0))]
+    target_in = tf.concat([tf.fill([tf.shape(tokens)[0], 1], BOS_ID), tokens[:, :-1]], 1)
+    weights = encoder_decoder_attention(model, source_ids, target_in)[-1]
+    real = tf.cast(tf.not_equal(tokens, PAD_ID), tf.float32)[:, :, None]
+    return tf.reduce_mean(weights, axis=1) * real
+
+
 def model_step_function(model, memory, source_mask, max_length):
     """A step function over the model's decoder cache, and its initial state.
 

@@ -18,7 +18,12 @@ import types
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.decoding import beam_ids, encoder_decoder_attention, sample_ids
+from keras_transformer.decoding import (
+    alignment,
+    beam_ids,
+    encoder_decoder_attention,
+    sample_ids,
+)
 from keras_transformer.ids import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -133,20 +138,9 @@ class Translator(tf.Module):
             "tokens": tokens,
             "nbest_translations": nbest_translations,
             "nbest_scores": scores[:, : self.nbest],
-            "alignment": self._alignment(source, tokens),
+            "alignment": alignment(self.model, source, tokens),
             "source_tokens": source,
         }
-
-    def _alignment(self, source, tokens):
-        """The last decoder layer's encoder-decoder attention averaged over its heads while
-        the decoder reads bos + `tokens` [B, L]: [B, T, S], T the longest translation of the
-        batch (eos included), zero on the rows after eos."""
-        lengths = tf.reduce_sum(tf.cast(tf.not_equal(tokens, PAD_ID), tf.int32), axis=1)
-        tokens = tokens[:, : tf.reduce_max(tf.concat([lengths, [0]], 0))]
-        target_in = tf.concat([tf.fill([tf.shape(tokens)[0], 1], BOS_ID), tokens[:, :-1]], 1)
-        weights = encoder_decoder_attention(self.model, source, target_in)[-1]
-        real = tf.cast(tf.not_equal(tokens, PAD_ID), tf.float32)[:, :, None]
-        return tf.reduce_mean(weights, axis=1) * real
 
     def attention(self, sentence):
         """The encoder-decoder attention (§3.2.3) behind the translation of one sentence:

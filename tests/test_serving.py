@@ -129,8 +129,11 @@ def test_rest_predict_row_and_columnar(server):
         assert p["score"] < 0 and p["nbest_translations"][0] == p["translation"]
         assert p["nbest_scores"][0] == p["score"]
         assert len(p["nbest_scores"]) == (4 if p in stable["predictions"] else 1)  # the beam
-        assert len(p["alignment"]) == len(p["tokens"])
-        assert len(p["alignment"][0]) == len(p["source_tokens"])
+    for answer in (rows, stable):  # alignment rows: the batch's longest translation, with eos
+        longest = max(sum(t != 0 for t in p["tokens"]) for p in answer["predictions"])
+        for p in answer["predictions"]:
+            assert len(p["alignment"]) == longest
+            assert {len(row) for row in p["alignment"]} == {len(p["source_tokens"])}
 
     named = http(
         server,
