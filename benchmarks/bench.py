@@ -31,6 +31,19 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]  # where `python -m benchmark
 GPU_MEMORY_GROWTH = {**os.environ, "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
 
 
+def run_probe(kind, *arguments, env=None):
+    """The JSON answer of `python -m benchmarks.probes KIND ARGUMENTS...`, a fresh process."""
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.probes", kind, *map(str, arguments)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**GPU_MEMORY_GROWTH, **(env or {})},
+        cwd=ROOT,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def interleaved_seconds(functions, repeats, warmup=2):
     """Seconds of each call of a dict of `functions`, taken in turn within every repetition so
     that the machine's drift (other load, clock changes) falls on all of them alike."""
@@ -134,15 +147,7 @@ def backend_throughput(config, batch, length, repeats, rounds):
     arguments = [json.dumps(config.to_dict()), str(batch), str(length), str(repeats)]
     for _ in range(rounds):
         for backend, seconds in times.items():
-            out = subprocess.run(
-                [sys.executable, "-m", "benchmarks.probes", "training-step", *arguments],
-                capture_output=True,
-                text=True,
-                check=True,
-                env={**GPU_MEMORY_GROWTH, "KERAS_BACKEND": backend},
-                cwd=ROOT,
-            ).stdout
-            seconds += json.loads(out.strip().splitlines()[-1])
+            seconds += run_probe("training-step", *arguments, env={"KERAS_BACKEND": backend})
     medians = {backend: float(np.median(seconds)) for backend, seconds in times.items()}
     return {
         backend: dict(
@@ -227,15 +232,7 @@ def peak_memory(config, batch, length, policy):
     rows = {}
     for what in ("training", "decoding"):
         arguments = [json.dumps(config.to_dict()), str(batch), str(length), what, policy]
-        out = subprocess.run(
-            [sys.executable, "-m", "benchmarks.probes", "peak-memory", *arguments],
-            capture_output=True,
-            text=True,
-            check=True,
-            env=GPU_MEMORY_GROWTH,
-            cwd=ROOT,
-        ).stdout
-        before, after, gpu_peak = json.loads(out.strip().splitlines()[-1])
+        before, after, gpu_peak = run_probe("peak-memory", *arguments)
         rows[what] = dict(peak_mib=after / 1024, added_mib=(after - before) / 1024)
         if gpu_peak is not None:
             rows[what]["gpu_peak_mib"] = gpu_peak / 1024
@@ -253,15 +250,7 @@ def saved_model_latency(config, repeats, directory):
         config.__class__.from_dict({**config.to_dict(), "vocab_size": tokenizer.vocab_size})
     )
     saved = kt.Translator(model, tokenizer, beam_size=4).save(f"{directory}/saved_model")
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.probes", "saved-model", str(saved), str(repeats)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=GPU_MEMORY_GROWTH,
-        cwd=ROOT,
-    ).stdout
-    times = json.loads(out.strip().splitlines()[-1])
+    times = run_probe("saved-model", saved, repeats)
     return dict(
         p50_ms=1000 * np.percentile(times["1"], 50),
         p99_ms=1000 * np.percentile(times["1"], 99),

@@ -57,7 +57,9 @@ DEMO_FLAGS = (
     "--bleu-sentences",
     "200",
 )
-DEMO_DECODING = (4, 0.6, 5)  # beam 4, alpha 0.6 (§6.1), the last 5 checkpoints averaged
+# (beam, alpha, checkpoints averaged[, min_length]): without a min_length, 0 (see
+# decoding_settings). DEMO_DECODING: beam 4, alpha 0.6 (§6.1), the last 5 checkpoints averaged.
+DEMO_DECODING = (4, 0.6, 5)
 SCREEN_DECODINGS = ((1, 0.0, 5), DEMO_DECODING)  # greedy (no length preference) beside the demo's
 DECODINGS = (  # the decoding lever (beam, alpha, checkpoints averaged), on the runs that list it
     (1, 0.0, 5),
@@ -125,6 +127,11 @@ def flag_value(flags, name, default=None):
     return values[-1] if values else default
 
 
+NARROW = ("--set", "d_model=128", "--set", "d_ff=512")
+# Greedy, the demo's beam and a longer-preferring alpha, none ending a translation before its
+# first token.
+COMBINED = ((1, 0.0, 5, 1), (4, 0.6, 5, 1), (4, 1.0, 5, 1))
+
 STUDY = (
     # Today's demo settings; its decoding lever too.
     Run("baseline", "baseline", decodings=DECODINGS),
@@ -133,7 +140,7 @@ STUDY = (
     Run("warmup-200", "learning rate", ("--set", "warmup_steps=200")),
     Run("lr-x2", "learning rate", ("--set", "learning_rate_scale=2.0")),
     # Model shape: a narrower model takes more steps in the same time; fewer layers.
-    Run("d128", "shape", ("--set", "d_model=128", "--set", "d_ff=512")),
+    Run("d128", "shape", NARROW),
     Run("layers-2", "shape", ("--set", "num_layers=2")),
     # Layer normalization before each sub-layer (not the paper's): trains stably at higher rates.
     Run("pre-norm", "shape", ("--set", "norm_first=true")),
@@ -147,6 +154,17 @@ STUDY = (
     Run("smoothing-0", "regularization", ("--set", "label_smoothing=0.0")),
     # Data: Ding's words and phrases, the sentences up-sampled.
     Run("phrases-x10", "data", ("--phrases", "--sentence-repeats", "10")),
+    # Stage 2, combined: the one-lever runs that reached the most steps and BLEU (the narrower
+    # model, a 4000-piece vocabulary), with 2+2 layers or pre-norm, scored with min_length 1.
+    *(
+        Run(name, "combined", (*NARROW, "--vocab-size", "4000", *more), decodings=COMBINED)
+        for name, more in (
+            ("d128-vocab4k", ()),
+            ("d128-vocab4k-layers2", ("--set", "num_layers=2")),
+            ("d128-vocab4k-prenorm", ("--set", "norm_first=true")),
+            ("d128-vocab4k-prenorm-layers2", ("--set", "norm_first=true", "--set", "num_layers=2")),
+        )
+    ),
 )
 
 
@@ -197,7 +215,7 @@ def run_child(run, work_dir, minutes):
     splits = ["validation"] + (["test"] if run.test else [])
     pairs = {split: dataset.pairs(split) for split in splits}
     scores = []
-    for beam, alpha, window in run.decodings:
+    for beam, alpha, window, min_length in map(decoding_settings, run.decodings):
         model = kt.build_transformer(config)
         window = len(paths[-window:])  # fewer when the run wrote fewer
         checkpoints.assign(
@@ -205,7 +223,7 @@ def run_child(run, work_dir, minutes):
             checkpoints.average_checkpoints(paths[-window:]),
             source=f"the last {window} checkpoints",
         )
-        translator = kt.Translator(model, tokenizer_model, beam, alpha)
+        translator = kt.Translator(model, tokenizer_model, beam, alpha, min_length=min_length)
         for split in splits:
             print(
                 f"{run.name}: {split} split, beam {beam}, alpha {alpha}, {window} checkpoint(s) "
@@ -215,10 +233,20 @@ def run_child(run, work_dir, minutes):
             hypotheses = scoring.translate_all(
                 translator.translate, [s for s, _ in pairs[split]], verbose=2
             )
-            output = run_dir / f"translations.{split}.beam{beam}-alpha{alpha}-avg{window}.txt"
+            setting = f"beam{beam}-alpha{alpha}-avg{window}" + (
+                f"-min{min_length}" if min_length else ""
+            )
+            output = run_dir / f"translations.{split}.{setting}.txt"
             result = scoring.score_report(hypotheses, [t for _, t in pairs[split]], output)
             scores.append(
-                {"split": split, "beam": beam, "alpha": alpha, "averaged": window, **result}
+                {
+                    "split": split,
+                    "beam": beam,
+                    "alpha": alpha,
+                    "averaged": window,
+                    "min_length": min_length,
+                    **result,
+                }
             )
     result = {
         "name": run.name,
@@ -260,23 +288,29 @@ def results(work_dir, minutes, recorded=()):
     return [result for run in STUDY if (result := result_of(run, work_dir, minutes, recorded))]
 
 
+def decoding_settings(decoding):
+    """(beam, alpha, checkpoints averaged, min_length) of a run's decoding; min_length 0 (eos
+    allowed first) when a decoding does not say, as the runs scored before it existed."""
+    return (*decoding, 0)[:4]
+
+
+def decoding_key(score):
+    return (score["beam"], score["alpha"], score["averaged"], score.get("min_length", 0))
+
+
 def table(found):
     """One row per run and decoding: settings, steps reached, validation and test scores."""
     header = (
         "| run | lever | settings (beyond the demo's) | seed | min | steps | s/step | GFLOP/s | "
-        "beam | alpha | avg | "
+        "beam | alpha | avg | min len | "
         "val BLEU | val chrF | val BP | val len | test BLEU | test chrF | test BP | date |"
     )
     rows = [header, "|" + " --- |" * header.count(" | ") + " --- |"]
     for result in found:
         validation = [s for s in result["scores"] if s["split"] == "validation"]
-        test = {
-            (s["beam"], s["alpha"], s["averaged"]): s
-            for s in result["scores"]
-            if s["split"] == "test"
-        }
+        test = {decoding_key(s): s for s in result["scores"] if s["split"] == "test"}
         for score in validation:
-            key = (score["beam"], score["alpha"], score["averaged"])
+            key = decoding_key(score)
             tested = test.get(key)
             rows.append(
                 "| "
@@ -293,6 +327,7 @@ def table(found):
                         str(key[0]),
                         f"{key[1]:g}",
                         str(key[2]),
+                        str(key[3]),
                         f"{score['bleu']:.2f}",
                         f"{score['chrf']:.1f}",
                         f"{score['brevity_penalty']:.3f}",
@@ -319,8 +354,9 @@ def table(found):
             "val/test BP: BLEU's brevity penalty (1 = output not shorter than the references); "
             "val len: output length / reference length (in 13a tokens; above 1 the output runs "
             "on). "
-            "avg: the last N checkpoints (25 steps apart) averaged. min: the training budget in "
-            "minutes. "
+            "avg: the last N checkpoints (25 steps apart) averaged. min len: no eos before "
+            "this many tokens (0: an empty translation is possible). min: the training budget "
+            "in minutes. "
             "s/step: the training's wall-clock seconds (model building and data preparation "
             "included) "
             "over its steps. GFLOP/s: the machine's float32 matmul rate (1024², TensorFlow) "

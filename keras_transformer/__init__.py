@@ -29,6 +29,8 @@ TENSORFLOW_ONLY = {
     "SubwordTokenizer": "keras_transformer.tokenizer",
     "beam_search": "keras_transformer.decoding",
     "greedy_search": "keras_transformer.decoding",
+    "sample": "keras_transformer.decoding",
+    "Sampling": "keras_transformer.decoding",
     "encoder_decoder_attention": "keras_transformer.decoding",
     "Translator": "keras_transformer.translator",
 }
@@ -60,6 +62,7 @@ def __dir__():
 
 __all__ = [
     "PRESETS",
+    "Sampling",
     "SubwordTokenizer",
     "Translator",
     "LabelSmoothedCrossEntropy",
@@ -75,4 +78,5 @@ __all__ = [
     "greedy_search",
     "layers",
     "masked_accuracy",
+    "sample",
 ]

@@ -49,6 +49,19 @@ def encoder_decoder_attention(model, source_ids, target_ids):
     return weights
 
 
+def alignment(model, source_ids, tokens):
+    """Where the decoder looked while producing `tokens` [B, L] (a translation of source_ids
+    [B, S], 0 after eos): the last decoder layer's encoder-decoder attention averaged over its
+    heads while it reads bos + tokens, float32 [B, T, S] with T the longest translation (eos
+    included); rows of real tokens sum to 1, rows after eos and padding columns are 0."""
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(tokens, PAD_ID), tf.int32), axis=1)
+    tokens = tokens[:, : tf.reduce_max(tf.concat([lengths, [0]], 0))]
+    target_in = tf.concat([tf.fill([tf.shape(tokens)[0], 1], BOS_ID), tokens[:, :-1]], 1)
+    weights = encoder_decoder_attention(model, source_ids, target_in)[-1]
+    real = tf.cast(tf.not_equal(tokens, PAD_ID), tf.float32)[:, :, None]
+    return tf.reduce_mean(weights, axis=1) * real
+
+
 def model_step_function(model, memory, source_mask, max_length):
     """A step function over the model's decoder cache, and its initial state.
 
@@ -122,14 +135,70 @@ class GreedyState(typing.NamedTuple):
     cache: list
 
 
-def greedy_decode(step, state, batch_size, limits, max_length, min_lengths=None):
+def most_likely(log_probs, t):
+    """Greedy search's choice: the most likely token of each row of log_probs [N, V]."""
+    del t
+    return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+
+
+class Sampling(typing.NamedTuple):
+    """Settings of sampling: `temperature` divides the log-probabilities (0: greedy search),
+    `top_k` keeps the k most likely tokens, `top_p` the nucleus of probability p, and `seed`
+    (an int, or [2] ints) makes the draws reproducible."""
+
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int = 0
+
+    def check(self):
+        """The settings, refused with a message naming them when out of range."""
+        if (
+            self.temperature < 0
+            or (self.top_k is not None and self.top_k < 1)
+            or (self.top_p is not None and not 0 < self.top_p <= 1)
+        ):
+            raise ValueError(
+                f"sampling needs temperature >= 0, top_k >= 1 and 0 < top_p <= 1; got "
+                f"temperature={self.temperature}, top_k={self.top_k}, top_p={self.top_p}"
+            )
+        return self
+
+
+def sampled(temperature, top_k, top_p, seed):
+    """Sampling's choice at step t: a token drawn from each row of log_probs [N, V] divided by
+    `temperature`, restricted to the `top_k` most likely tokens and to the nucleus, the fewest
+    most likely tokens whose probability reaches `top_p` (Holtzman et al., 2020). The draw is a
+    function of (seed [2], t) alone, so a seed reproduces it."""
+
+    def choose(log_probs, t):
+        logits = log_probs / temperature
+        if top_k is not None:
+            kth_best = tf.math.top_k(logits, top_k).values[:, -1:]
+            logits = tf.where(logits < kth_best, NEG_INF, logits)
+        if top_p is not None:
+            descending = tf.sort(logits, direction="DESCENDING")
+            before = tf.cumsum(tf.nn.softmax(descending), axis=-1, exclusive=True)
+            least_kept = tf.reduce_min(
+                tf.where(before < top_p, descending, -NEG_INF), axis=-1, keepdims=True
+            )
+            logits = tf.where(logits < least_kept, NEG_INF, logits)
+        draw = tf.random.stateless_categorical(logits, 1, seed=seed + tf.stack([0, t]))
+        return tf.cast(draw[:, 0], tf.int32)
+
+    return choose
+
+
+def greedy_decode(step, state, batch_size, limits, max_length, min_lengths=None, choose=None):
     """Greedy search over `step`: ids [B, L] (0 after eos) and summed log-probabilities [B].
-    Sentence b ends at eos, which is not chosen before step min_lengths[b], or at limits[b]."""
+    Sentence b ends at eos, which is not chosen before step min_lengths[b], or at limits[b].
+    `choose(log_probs, t)` picks each step's tokens (default `most_likely`; `sampled` samples)."""
+    choose = choose or most_likely
 
     def body(s):
         log_probs, cache = step(s.last, s.cache, s.step)
         log_probs = _allowed(log_probs, s.step, min_lengths)
-        next_token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+        next_token = choose(log_probs, s.step)
         gained = tf.gather(log_probs, next_token, batch_dims=1)
         next_token = tf.where(s.finished, PAD_ID, next_token)
         return GreedyState(
@@ -296,7 +365,7 @@ def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha, m
     return end.finished_tokens, end.finished_scores
 
 
-def _greedy(model, source_ids, max_length, extra_length, use_cache, min_length):
+def _greedy(model, source_ids, max_length, extra_length, use_cache, min_length, choose=None):
     source_ids, batch_size, max_length, limits, min_lengths = _prepare(
         model, source_ids, max_length, extra_length, min_length
     )
@@ -305,7 +374,16 @@ def _greedy(model, source_ids, max_length, extra_length, use_cache, min_length):
         step, state = model_step_function(model, memory, source_mask, max_length)
     else:
         step, state = _recomputing_step(model, source_ids, batch_size, max_length)
-    return greedy_decode(step, state, batch_size, limits, max_length, min_lengths)
+    return greedy_decode(step, state, batch_size, limits, max_length, min_lengths, choose)
+
+
+def sample_ids(model, source_ids, seed, sampling, max_length, extra_length, min_length=1):
+    """sample without its own tf.function, for use inside another (the Translator)."""
+    choose = None
+    if sampling.temperature > 0:
+        seed = tf.broadcast_to(tf.cast(seed, tf.int32), [2])
+        choose = sampled(sampling.temperature, sampling.top_k, sampling.top_p, seed)
+    return _greedy(model, source_ids, max_length, extra_length, True, min_length, choose)
 
 
 def _recomputing_step(model, source_ids, batch_size, max_length):
@@ -339,8 +417,8 @@ def _compiled(model, function, jit_compile, **settings):
     if key not in per_model:
         model_ref = weakref.ref(model)
 
-        def decode(source_ids, max_length):
-            return function(model_ref(), source_ids, max_length=max_length, **settings)
+        def decode(source_ids, max_length, **tensors):
+            return function(model_ref(), source_ids, max_length=max_length, **tensors, **settings)
 
         per_model[key] = tf.function(decode, jit_compile=jit_compile, reduce_retracing=True)
     return per_model[key]
@@ -400,3 +478,38 @@ def beam_search(
         min_length=min_length,
     )
     return decode(source_ids, max_length=max_length)
+
+
+def sample(
+    model,
+    source_ids,
+    temperature=1.0,
+    top_k=None,
+    top_p=None,
+    seed=None,
+    max_length=None,
+    extra_length=50,
+    jit_compile=False,
+    min_length=1,
+):
+    """Translations of int32 source ids [B, S] drawn token by token from the model's
+    distribution (as for back-translation, Edunov et al., 2018), with the cache, in the graph.
+
+    `temperature` divides the log-probabilities (0: greedy search), `top_k` keeps the k most
+    likely tokens, `top_p` the nucleus of probability p (both None: no filter). A given int
+    `seed` (or [2] ints) gives the same translations every call; None draws one. Returns ids
+    [B, L] int32 and their summed log-probabilities under the model [B]. Bounds and
+    `min_length` as for `greedy_search`.
+    """
+    sampling = Sampling(float(temperature), top_k, top_p).check()
+    if seed is None:
+        seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int32)
+    decode = _compiled(
+        model,
+        sample_ids,
+        jit_compile,
+        sampling=sampling,
+        extra_length=extra_length,
+        min_length=min_length,
+    )
+    return decode(source_ids, max_length=max_length, seed=tf.convert_to_tensor(seed, tf.int32))

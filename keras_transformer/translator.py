@@ -3,7 +3,13 @@
 
 The `translate` signature takes a batch of strings [B] and returns dense tensors with a
 batch dimension: `translation` [B] string, `score` [B] float32 (log-probability over the
-length penalty), `tokens` [B, L] int32 (0 after eos). It uses only core TensorFlow and
+length penalty), `tokens` [B, L] int32 (0 after eos); the n-best list `nbest_translations`
+[B, K] string and `nbest_scores` [B, K] float32, best first (column 0 is `translation` and
+`score`); `alignment` [B, T, S] float32 (T: the batch's longest translation, eos included),
+the encoder-decoder attention of the last decoder layer averaged over its heads while the
+decoder reads the best translation (row t: the source positions attended when producing
+token t; rows of real tokens sum to 1, padding rows and columns are 0), and `source_tokens`
+[B, S] int32, the source ids its columns refer to. It uses only core TensorFlow and
 tensorflow-text ops, which the model server links.
 """
 
@@ -12,7 +18,12 @@ import types
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.decoding import beam_ids, encoder_decoder_attention
+from keras_transformer.decoding import (
+    alignment,
+    beam_ids,
+    encoder_decoder_attention,
+    sample_ids,
+)
 from keras_transformer.ids import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -22,7 +33,10 @@ class Translator(tf.Module):
     Source sentences longer than `max_source_length` subword tokens (default: the model's
     `config.max_length`, eos included) are truncated to it; each translation is at most
     source length + `extra_length` tokens (§6.1), and, for a non-empty source, at least
-    `min_length` (default 1: never empty). `beam_size=1` is greedy search.
+    `min_length` (default 1: never empty). `beam_size=1` is greedy search. `nbest` (default:
+    the beam size) is how many hypotheses the n-best outputs list. With `sampling` (a
+    `kt.Sampling`) each translation is drawn from the model's distribution instead,
+    reproducibly for its seed (back-translation); its n-best list is that one translation.
     """
 
     def __init__(
@@ -34,9 +48,17 @@ class Translator(tf.Module):
         extra_length=50,
         max_source_length=None,
         min_length=1,
+        nbest=None,
+        sampling=None,
         name="translator",
     ):
         super().__init__(name=name)
+        if sampling is not None:
+            sampling.check()
+            beam_size = 1
+        nbest = nbest or beam_size
+        if not 1 <= nbest <= beam_size:
+            raise ValueError(f"nbest must be in 1..beam_size={beam_size}, got {nbest}")
         if tokenizer.vocab_size != model.config.vocab_size:
             raise ValueError(
                 f"the tokenizer has {tokenizer.vocab_size} pieces but the model's vocab_size is "
@@ -59,6 +81,8 @@ class Translator(tf.Module):
         self.extra_length = extra_length
         self.max_source_length = max_source_length
         self.min_length = min_length
+        self.nbest = nbest
+        self.sampling = sampling
         self.translate = tf.function(
             self._translate, input_signature=[tf.TensorSpec([None], tf.string, name="sentences")]
         )
@@ -82,20 +106,40 @@ class Translator(tf.Module):
 
     def _translate(self, sentences):
         source = self.source_ids(sentences)
-        ids, scores = beam_ids(
-            self.model,
-            source,
-            self.beam_size,
-            self.alpha,
-            max_length=None,
-            extra_length=self.extra_length,
-            min_length=self.min_length,
-        )
+        if self.sampling is None:
+            ids, scores = beam_ids(
+                self.model,
+                source,
+                self.beam_size,
+                self.alpha,
+                max_length=None,
+                extra_length=self.extra_length,
+                min_length=self.min_length,
+            )
+        else:
+            ids, scores = sample_ids(
+                self.model,
+                source,
+                self.sampling.seed,
+                self.sampling,
+                max_length=None,
+                extra_length=self.extra_length,
+                min_length=self.min_length,
+            )
+            ids, scores = ids[:, None], scores[:, None]  # an n-best list of one
         tokens = ids[:, 0]
+        nbest_ids = ids[:, : self.nbest]
+        nbest_shape = tf.shape(nbest_ids)
+        nbest_texts = self.tokenizer.detokenize(tf.reshape(nbest_ids, [-1, nbest_shape[2]]))
+        nbest_translations = tf.reshape(nbest_texts, nbest_shape[:2])
         return {
-            "translation": self.tokenizer.detokenize(tokens),
+            "translation": nbest_translations[:, 0],
             "score": scores[:, 0],
             "tokens": tokens,
+            "nbest_translations": nbest_translations,
+            "nbest_scores": scores[:, : self.nbest],
+            "alignment": alignment(self.model, source, tokens),
+            "source_tokens": source,
         }
 
     def attention(self, sentence):

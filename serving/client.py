@@ -9,7 +9,7 @@ In Python:
 
     client = RestClient("localhost", model="transformer")   # or GrpcClient(...)
     for result in client.translate(["Guten Morgen."]):
-        print(result.score, result.translation)
+        print(result.score, result.translation, result.nbest, result.alignment)
 
 REST follows TensorFlow Serving's REST API (row-format `instances` requests); gRPC its
 `PredictionService` and `ModelService` with the `tensorflow-serving-api` protos. A call gives up
@@ -45,8 +45,43 @@ class ServingError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Translation:
+    """One sentence's answer. From a model exported with the n-best and alignment outputs:
+    `nbest`, the (translation, score) pairs best first; `alignment`, the rows [T][S] of
+    attention weights over the real source tokens `source_tokens` (with eos) while the decoder
+    produced each real token of the translation `tokens` (with eos). Older exports: (), None."""
+
     translation: str
     score: float
+    nbest: tuple = ()
+    tokens: tuple = ()
+    source_tokens: tuple = ()
+    alignment: tuple | None = None
+
+    @classmethod
+    def from_outputs(cls, outputs):
+        """From one sentence's signature outputs (a REST prediction row, or a slice of each
+        gRPC output tensor)."""
+        text = outputs["translation"]
+        text = text.decode("utf-8") if isinstance(text, bytes) else text
+        answer = cls(text, float(outputs["score"]))
+        if "alignment" not in outputs:
+            return answer
+        texts = [
+            t.decode("utf-8") if isinstance(t, bytes) else t for t in outputs["nbest_translations"]
+        ]
+        tokens = [int(t) for t in outputs["tokens"] if int(t) != 0]
+        source_tokens = [int(t) for t in outputs["source_tokens"] if int(t) != 0]
+        alignment = tuple(
+            tuple(float(w) for w in row[: len(source_tokens)])
+            for row in list(outputs["alignment"])[: len(tokens)]
+        )
+        return dataclasses.replace(
+            answer,
+            nbest=tuple(zip(texts, (float(score) for score in outputs["nbest_scores"]))),
+            tokens=tuple(tokens),
+            source_tokens=tuple(source_tokens),
+            alignment=alignment,
+        )
 
 
 class _Unavailable(Exception):
@@ -120,17 +155,12 @@ class TranslationClient:
                 )
         results = []
         for batch, (request, _) in zip(batches, requests):
-            translations, scores = self._call(
-                lambda timeout, request=request: self._predict(request, timeout)
-            )
-            if len(translations) != len(batch):
+            rows = self._call(lambda timeout, request=request: self._predict(request, timeout))
+            if len(rows) != len(batch):
                 raise ServingError(
-                    f"{self.target} answered {len(translations)} translations for {len(batch)} "
-                    "sentences"
+                    f"{self.target} answered {len(rows)} translations for {len(batch)} sentences"
                 )
-            results += [
-                Translation(text, float(score)) for text, score in zip(translations, scores)
-            ]
+            results += [Translation.from_outputs(row) for row in rows]
         return results
 
     def status(self):
@@ -185,7 +215,9 @@ class RestClient(TranslationClient):
         answer = self._http(self._url(":predict"), body, timeout)
         try:
             predictions = answer["predictions"]
-            return [p["translation"] for p in predictions], [p["score"] for p in predictions]
+            if not all("translation" in p and "score" in p for p in predictions):
+                raise KeyError("translation")
+            return predictions
         except (KeyError, TypeError) as error:
             raise ServingError(
                 f"{self._url(':predict')}: unexpected answer {str(answer)[:200]!r}"
@@ -280,9 +312,11 @@ class GrpcClient(TranslationClient):
         response = self._rpc(self._predictions.Predict, request, timeout)
         if "translation" not in response.outputs or "score" not in response.outputs:
             raise ServingError(f"{self.target}: the answer has no translation and score outputs")
-        translations = tf.make_ndarray(response.outputs["translation"])
-        scores = tf.make_ndarray(response.outputs["score"])
-        return [t.decode("utf-8") for t in translations], scores.tolist()
+        outputs = {name: tf.make_ndarray(proto) for name, proto in response.outputs.items()}
+        return [
+            {name: value[row] for name, value in outputs.items()}
+            for row in range(len(outputs["translation"]))
+        ]
 
     def _status(self, timeout):
         from tensorflow_serving.apis import get_model_status_pb2

@@ -217,7 +217,16 @@ def test_evaluate_bleu_and_chrf_equal_sacrebleu_on_the_files(saved_number_model,
         ),
         (
             ["--model", "{root}/model.keras", "--reference", "{root}/reference.txt"],
-            "--source and --reference go together",
+            "--reference needs --source",
+        ),
+        (
+            ["--model", "{root}", "--sample"],
+            "is a directory \\(a SavedModel\\), which decodes as it was exported; --sample needs",
+        ),
+        (
+            ["--model", "{root}/model.keras", "--sample", "--top-p", "1.5"],
+            "sampling needs temperature >= 0, top_k >= 1 and 0 < top_p <= 1; got temperature="
+            "1.0, top_k=None, top_p=1.5",
         ),
     ],
 )
@@ -235,3 +244,30 @@ def test_evaluate_bad_input(saved_number_model, capsys, arguments, message):
         evaluate.main(arguments)
     assert exit_info.value.code in (1, 2)
     assert re.search(message, capsys.readouterr().err)
+
+
+def test_evaluate_samples_a_monolingual_file_reproducibly(saved_number_model, capsys):
+    """Back-translation: --source without --reference, sampled; a seed repeats its draws."""
+    root = saved_number_model
+    outputs = []
+    for seed, name in ((3, "a"), (3, "b"), (4, "c")):
+        evaluate.main(
+            [
+                "--model",
+                str(root / "model.keras"),
+                "--source",
+                str(root / "source.txt"),
+                "--sample",
+                "--temperature",
+                "3.0",
+                "--seed",
+                str(seed),
+                "--output",
+                str(root / f"sampled.{name}.txt"),
+            ]
+        )
+        outputs.append((root / f"sampled.{name}.txt").read_text().splitlines())
+    printed = capsys.readouterr().out
+    assert "BLEU" not in printed and f"translations written to {root / 'sampled.c.txt'}" in printed
+    assert len(outputs[0]) == 20 and all(outputs[0])
+    assert outputs[0] == outputs[1] and outputs[0] != outputs[2]

@@ -102,7 +102,15 @@ def test_signature_outputs_are_dense_with_a_batch_dimension(exported):
     proto.ParseFromString((version_dir / "saved_model.pb").read_bytes())
     signature = proto.meta_graphs[0].signature_def["serving_default"]
     assert list(signature.inputs) == ["sentences"]
-    expected = {"translation": tf.string, "score": tf.float32, "tokens": tf.int32}
+    expected = {
+        "translation": tf.string,
+        "score": tf.float32,
+        "tokens": tf.int32,
+        "nbest_translations": tf.string,
+        "nbest_scores": tf.float32,
+        "alignment": tf.float32,
+        "source_tokens": tf.int32,
+    }
     assert set(signature.outputs) == set(expected)
     for name, info in signature.outputs.items():
         assert info.dtype == expected[name].as_datatype_enum, name  # not DT_INVALID (ragged)
@@ -275,3 +283,46 @@ def test_attention_of_a_translation(number_translator):
     )
     assert weights.shape == (config.num_layers, config.num_heads, len(translation), len(pieces))
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-5)
+
+
+def test_nbest_and_alignment_outputs(exported, number_translator):
+    model, tokenizer, _ = number_translator
+    version_dir, pairs = exported
+    translate = tf.saved_model.load(str(version_dir)).signatures["translate"]
+    sentences = tf.constant([de for de, _ in pairs[:5]] + [""])  # sources of several lengths
+    out = {name: value.numpy() for name, value in translate(sentences=sentences).items()}
+
+    # The n-best list: K = the beam size, best first; column 0 is the translation.
+    assert out["nbest_translations"].shape == out["nbest_scores"].shape == (6, 4)
+    np.testing.assert_array_equal(out["nbest_translations"][:, 0], out["translation"])
+    np.testing.assert_array_equal(out["nbest_scores"][:, 0], out["score"])
+    assert (np.diff(out["nbest_scores"], axis=1) <= 0).all()
+    assert len(set(out["nbest_translations"][0])) == 4  # distinct hypotheses
+
+    # The alignment: [B, L, S] over the best translation's tokens and the source ids.
+    translator = kt.Translator(model, tokenizer)
+    np.testing.assert_array_equal(out["source_tokens"], translator.source_ids(sentences).numpy())
+    longest = int((out["tokens"] != 0).sum(axis=1).max())  # the rows stop there
+    tokens, source = out["tokens"][:, :longest], out["source_tokens"]
+    assert (out["tokens"][:, longest:] == 0).all()
+    alignment = out["alignment"]
+    assert alignment.shape == (6, longest, source.shape[1])
+    real_rows, real_columns = tokens != 0, source != 0
+    np.testing.assert_allclose(alignment.sum(-1)[real_rows], 1.0, atol=1e-5)
+    assert (alignment[~real_rows] == 0).all()
+    assert (alignment.transpose(0, 2, 1)[~real_columns] == 0).all()
+    # It is the last decoder layer's attention averaged over heads, as recomputed here.
+    target_in = np.concatenate([np.full((6, 1), 2), tokens[:, :-1]], axis=1)
+    weights = kt.encoder_decoder_attention(model, source, target_in)[-1].numpy()
+    np.testing.assert_allclose(alignment[real_rows], weights.mean(axis=1)[real_rows], atol=1e-6)
+
+
+def test_translator_lists_fewer_hypotheses_when_asked(number_translator):
+    model, tokenizer, pairs = number_translator
+    out = kt.Translator(model, tokenizer, beam_size=4, nbest=2).translate(
+        tf.constant([pairs[0][0]])
+    )
+    assert out["nbest_translations"].shape == out["nbest_scores"].shape == (1, 2)
+    assert out["nbest_translations"][0, 0].numpy().decode() == pairs[0][1]
+    with pytest.raises(ValueError, match="nbest must be in 1..beam_size=4, got 5"):
+        kt.Translator(model, tokenizer, beam_size=4, nbest=5)

@@ -55,7 +55,7 @@ def tiny_study(tmp_path, monkeypatch):
             ("--set", "dropout=0.0"),
             full_budget=True,
             seed=1,
-            decodings=((2, 1.0, 3),),
+            decodings=((2, 1.0, 3, 1),),  # with min_length 1
             test=True,
         ),
     )
@@ -74,12 +74,15 @@ def test_runs_score_validation_and_only_marked_runs_score_test(tiny_study, tmp_p
         and "--max-minutes" in first["definition"]["training_flags"]
     )
     assert 0 < first["training_seconds"] < first["total_seconds"] and first["matmul_gflops"] > 0
-    assert [(s["split"], s["beam"], s["alpha"], s["averaged"]) for s in first["scores"]] == [
-        ("validation", 1, 0.0, 1),
-        ("validation", 2, 1.0, 3),
-    ]
+    assert [
+        (s["split"], s["beam"], s["alpha"], s["averaged"], s["min_length"]) for s in first["scores"]
+    ] == [("validation", 1, 0.0, 1, 0), ("validation", 2, 1.0, 3, 0)]  # 0 when not given
     second = json.loads((work / "confirm" / "result.json").read_text())
-    assert [s["split"] for s in second["scores"]] == ["validation", "test"]
+    assert [(s["split"], s["min_length"]) for s in second["scores"]] == [
+        ("validation", 1),
+        ("test", 1),
+    ]
+    assert (work / "confirm" / "translations.test.beam2-alpha1.0-avg3-min1.txt").is_file()
     for score in first["scores"] + second["scores"]:
         assert (
             0 <= score["bleu"] <= 100
@@ -110,13 +113,13 @@ def test_runs_score_validation_and_only_marked_runs_score_test(tiny_study, tmp_p
         if line.startswith("| plain") or line.startswith("| confirm")
     ]
     assert len(rows) == 3
-    assert rows[0].split(" | ")[15:18] == ["-", "-", "-"]  # no test score for a screening run
+    assert rows[0].split(" | ")[16:19] == ["-", "-", "-"]  # no test score for a screening run
     assert rows[0].split(" | ")[6:8] == [
         f"{first['training_seconds'] / 30:.2f}",
         f"{first['matmul_gflops']:.0f}",
     ]
     validation, test = second["scores"]
-    assert rows[2].split(" | ")[11:17] == [
+    assert rows[2].split(" | ")[12:18] == [
         f"{validation['bleu']:.2f}",
         f"{validation['chrf']:.1f}",
         f"{validation['brevity_penalty']:.3f}",
@@ -125,7 +128,7 @@ def test_runs_score_validation_and_only_marked_runs_score_test(tiny_study, tmp_p
         f"{test['chrf']:.1f}",
     ]
     assert rows[2].startswith("| confirm | confirm | --set dropout=0.0 | 1 | 14 | 30 | ")
-    assert rows[2].split(" | ")[8:11] == ["2", "1", "3"]
+    assert rows[2].split(" | ")[8:12] == ["2", "1", "3", "1"]
     assert json.loads(report.with_suffix(".json").read_text()) == [first, second]
 
     # A result from another screening budget, or of a run defined otherwise since, does not

@@ -11,6 +11,7 @@ import urllib.error
 import urllib.request
 
 import grpc
+import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
@@ -111,6 +112,10 @@ def test_rest_status_and_metadata(server):
         "translation": "DT_STRING",
         "score": "DT_FLOAT",
         "tokens": "DT_INT32",
+        "nbest_translations": "DT_STRING",
+        "nbest_scores": "DT_FLOAT",
+        "alignment": "DT_FLOAT",
+        "source_tokens": "DT_INT32",
     }
 
 
@@ -119,9 +124,16 @@ def test_rest_predict_row_and_columnar(server):
     status, rows = http(server, "/v1/models/numbers:predict", {"instances": list(german)})
     assert status == 200
     assert [p["translation"] for p in rows["predictions"]] == list(english)
-    assert all(
-        set(p) == {"translation", "score", "tokens"} and p["score"] < 0 for p in rows["predictions"]
-    )
+    stable = http(server, "/v1/models/numbers/labels/stable:predict", {"instances": german})[1]
+    for p in rows["predictions"] + stable["predictions"]:  # the row format: all outputs of one
+        assert p["score"] < 0 and p["nbest_translations"][0] == p["translation"]
+        assert p["nbest_scores"][0] == p["score"]
+        assert len(p["nbest_scores"]) == (4 if p in stable["predictions"] else 1)  # the beam
+    for answer in (rows, stable):  # alignment rows: the batch's longest translation, with eos
+        longest = max(sum(t != 0 for t in p["tokens"]) for p in answer["predictions"])
+        for p in answer["predictions"]:
+            assert len(p["alignment"]) == longest
+            assert {len(row) for row in p["alignment"]} == {len(p["source_tokens"])}
 
     named = http(
         server,
@@ -258,6 +270,16 @@ def test_client_translates_and_reports(server, kind):
     results = client_for(server, kind).translate(german)
     assert [r.translation for r in results] == list(english)
     assert all(isinstance(r, Translation) and r.score < 0 for r in results)
+    for result in client_for(server, kind, label="stable").translate(german):  # beam 4
+        assert result.nbest[0] == (result.translation, result.score) and len(result.nbest) == 4
+        assert [score for _, score in result.nbest] == sorted(
+            (score for _, score in result.nbest), reverse=True
+        )
+        # One row per real token (the words and eos), one column per source piece and eos.
+        assert len(result.alignment) == len(result.tokens) and result.tokens[-1] == 3
+        assert result.source_tokens[-1] == 3
+        assert all(len(row) == len(result.source_tokens) for row in result.alignment)
+        np.testing.assert_allclose([sum(row) for row in result.alignment], 1.0, atol=1e-5)
     assert [
         r.translation for r in client_for(server, kind, label="canary").translate(german)
     ] == list(english)

@@ -3,6 +3,8 @@ files.
 
     python -m training.evaluate --model runs/demo/model.keras --split test
     python -m training.evaluate --model exports/transformer --source de.txt --reference en.txt
+    python -m training.evaluate --model runs/demo/model.keras --source mono.de.txt --sample \
+        --top-p 0.9 --output back-translations.en.txt       # sampled, no reference: no scores
 
 BLEU is sacrebleu's corpus BLEU on detokenized output against untokenized references, beside
 sacrebleu's chrF and chrF++ (character n-gram F-scores, which give partial credit to a word with
@@ -14,14 +16,20 @@ import pathlib
 import sys
 
 from training.console import add_verbose_flag
-from training.scoring import print_scores, progress_verbosity, score_report, translate_all
+from training.scoring import (
+    print_scores,
+    progress_verbosity,
+    score_report,
+    translate_all,
+    write_translations,
+)
 
 
-def load_translate(model_path, tokenizer_path=None, beam_size=4, alpha=0.6):
+def load_translate(model_path, tokenizer_path=None, beam_size=4, alpha=0.6, sampling=None):
     """A translate function for a .keras file (tokenizer.model beside it unless given), a
     step checkpoint of a run (.weights.npz), or a SavedModel (a version directory, or the base
     directory whose highest version is taken; its decoding settings are those it was exported
-    with)."""
+    with). `sampling` (a kt.Sampling) samples instead of beam search."""
     import tensorflow as tf
 
     import keras_transformer as kt
@@ -31,6 +39,11 @@ def load_translate(model_path, tokenizer_path=None, beam_size=4, alpha=0.6):
     if model_path.is_dir():
         from serving.packaging import latest_version
 
+        if sampling is not None:
+            raise ValueError(
+                f"{model_path} is a directory (a SavedModel), which decodes as it was "
+                "exported; --sample needs a .keras model or a step checkpoint"
+            )
         saved_model = latest_version(model_path)
         if not (saved_model / "saved_model.pb").is_file():
             raise ValueError(f"{saved_model} holds no saved_model.pb")
@@ -46,8 +59,16 @@ def load_translate(model_path, tokenizer_path=None, beam_size=4, alpha=0.6):
     )
     if not tokenizer_path.is_file():
         raise ValueError(f"tokenizer {tokenizer_path} does not exist; pass --tokenizer")
-    translator = kt.Translator(model, kt.SubwordTokenizer.load(tokenizer_path), beam_size, alpha)
-    search = "greedy search" if beam_size == 1 else f"beam search (beam {beam_size}, alpha {alpha})"
+    tokenizer = kt.SubwordTokenizer.load(tokenizer_path)
+    translator = kt.Translator(model, tokenizer, beam_size, alpha, sampling=sampling)
+    if sampling is not None:
+        search = "sampling ({})".format(
+            ", ".join(f"{k} {v}" for k, v in sampling._asdict().items())
+        )
+    elif beam_size == 1:
+        search = "greedy search"
+    else:
+        search = f"beam search (beam {beam_size}, alpha {alpha})"
     return translator.translate, f"{model_path} with {search}"
 
 
@@ -93,7 +114,7 @@ def main(argv=None):
         "--reference",
         type=pathlib.Path,
         default=None,
-        help="its reference translations, line by line",
+        help="its reference translations, line by line (none: translate only, no scores)",
     )
     parser.add_argument(
         "--beam-size", type=int, default=4, help="1 = greedy search (default: 4, the paper's)"
@@ -101,6 +122,18 @@ def main(argv=None):
     parser.add_argument(
         "--alpha", type=float, default=0.6, help="length penalty (default: 0.6, the paper's)"
     )
+    sampling = parser.add_argument_group(
+        "sampling", "draw each translation from the model's distribution (back-translation)"
+    )
+    sampling.add_argument("--sample", action="store_true", help="sample instead of beam search")
+    sampling.add_argument(
+        "--temperature", type=float, default=1.0, help="divides the log-probabilities (default: 1)"
+    )
+    sampling.add_argument("--top-k", type=int, default=None, help="keep the k most likely tokens")
+    sampling.add_argument(
+        "--top-p", type=float, default=None, help="keep the nucleus of probability p"
+    )
+    sampling.add_argument("--seed", type=int, default=0, help="the draws' seed (default: 0)")
     parser.add_argument(
         "--batch-size", type=int, default=64, help="sentences decoded together (default: 64)"
     )
@@ -112,14 +145,22 @@ def main(argv=None):
     )
     add_verbose_flag(parser)
     args = parser.parse_args(argv)
-    if (args.source is None) != (args.reference is None):
-        parser.error("--source and --reference go together")
+    if args.reference is not None and args.source is None:
+        parser.error("--reference needs --source")
 
     from keras_transformer.data import CorpusError, read_parallel_files
+    from keras_transformer.data.corpus import read_lines
+    from keras_transformer.decoding import Sampling
     from training.datasets import Dataset
 
     try:
-        if args.source:
+        sampling = None
+        if args.sample:
+            sampling = Sampling(args.temperature, args.top_k, args.top_p, args.seed).check()
+        if args.source and args.reference is None:
+            pairs = [(line, None) for line in read_lines(args.source)]
+            name = args.source.stem
+        elif args.source:
             pairs = read_parallel_files(args.source, args.reference).pairs
             name = args.source.stem
         else:
@@ -130,7 +171,7 @@ def main(argv=None):
         if not pairs:
             raise ValueError("there is nothing to translate (no sentence pairs)")
         translate, description = load_translate(
-            args.model, args.tokenizer, args.beam_size, args.alpha
+            args.model, args.tokenizer, args.beam_size, args.alpha, sampling
         )
     except (ValueError, CorpusError, FileNotFoundError) as error:
         parser.exit(1, f"error: {error}\n")
@@ -142,6 +183,9 @@ def main(argv=None):
     hypotheses = translate_all(
         translate, [s for s, _ in pairs], args.batch_size, verbose=progress_verbosity()
     )
+    if args.source and args.reference is None:
+        print(f"translations written to {write_translations(hypotheses, output)}")
+        return
     print_scores(score_report(hypotheses, [t for _, t in pairs], output))
     print(f"translations written to {output}, scores to {output}.scores.json")
 

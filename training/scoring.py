@@ -57,11 +57,19 @@ def score_report(hypotheses, references, output):
     """`corpus_scores`; writes the hypotheses to `output` (one per line) and the scores to
     `output` + ".scores.json"; returns the scores."""
     scores = corpus_scores(hypotheses, references)
-    output = pathlib.Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text("".join(h.replace("\n", " ") + "\n" for h in hypotheses), encoding="utf-8")
+    output = write_translations(hypotheses, output)
     output.with_name(output.name + ".scores.json").write_text(json.dumps(scores, indent=2))
     return scores
+
+
+def write_translations(hypotheses, output):
+    """The hypotheses, one per line, into `output` (its folder made if needed)."""
+    output = pathlib.Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    # One line each: any line boundary inside a translation (\v, \x1c, U+2028, ...) is a space.
+    lines = (" ".join(h.splitlines()) + "\n" for h in hypotheses)
+    output.write_text("".join(lines), encoding="utf-8")
+    return output
 
 
 def print_scores(scores):
