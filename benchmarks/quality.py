@@ -74,7 +74,9 @@ DECODINGS = (  # the decoding lever (beam, alpha, checkpoints averaged), on the 
 @dataclasses.dataclass(frozen=True)
 class Run:
     """One training run of the study: `flags` added to the demo's, `decodings` (beam, alpha,
-    checkpoints averaged) scored on validation, and on test too when `test`."""
+    checkpoints averaged[, min_length]) scored on validation; `test`, the decoding chosen on
+    validation, scores the test split too (only on the runs that confirm the chosen settings;
+    added to a finished run without training it again)."""
 
     name: str
     lever: str
@@ -82,7 +84,7 @@ class Run:
     full_budget: bool = False
     seed: int = 0
     decodings: tuple = SCREEN_DECODINGS
-    test: bool = False
+    test: tuple = ()
 
     def minutes(self, screen_minutes):
         return FULL_MINUTES if self.full_budget else screen_minutes
@@ -106,9 +108,15 @@ class Run:
         return {
             "training_flags": list(self.training_flags(minutes)),
             "decodings": [list(d) for d in self.decodings],
-            "test": self.test,
             "version": STUDY_VERSION,
         }
+
+    def tested(self, result):
+        """Whether `result` has the test score this run asks for (or asks for none)."""
+        return not self.test or any(
+            s["split"] == "test" and decoding_key(s) == decoding_settings(self.test)
+            for s in result["scores"]
+        )
 
     def tokenizer_key(self):
         """Runs with the same vocabulary size and training text share one trained tokenizer."""
@@ -128,9 +136,23 @@ def flag_value(flags, name, default=None):
 
 
 NARROW = ("--set", "d_model=128", "--set", "d_ff=512")
+# Stage 2's common ground: every stage-1 lever that bought steps or BLEU at once (the narrower
+# model, 2+2 layers, a 4000-piece vocabulary, no dropout), with the demo's 2000-step cap lifted
+# so that the budget alone ends the run.
+FAST = (
+    *NARROW,
+    "--set",
+    "num_layers=2",
+    "--vocab-size",
+    "4000",
+    "--set",
+    "dropout=0.0",
+    "--steps",
+    "100000",
+)
 # Greedy, the demo's beam and a longer-preferring alpha, none ending a translation before its
-# first token.
-COMBINED = ((1, 0.0, 5, 1), (4, 0.6, 5, 1), (4, 1.0, 5, 1))
+# first token; and the demo's beam over the last 20 checkpoints (500 steps).
+COMBINED = ((1, 0.0, 5, 1), (4, 0.6, 5, 1), (4, 1.0, 5, 1), (4, 0.6, 20, 1))
 
 STUDY = (
     # Today's demo settings; its decoding lever too.
@@ -149,22 +171,23 @@ STUDY = (
     Run("vocab-2k", "vocabulary", ("--vocab-size", "2000")),
     # Tokens per batch (§5.1): half the demo's, twice the updates.
     Run("batch-1500", "batch", ("--tokens-per-batch", "1500")),
-    # Regularization (§5.4).
+    # Regularization (§5.4). Label smoothing is studied on stage 2's ground (fast-smoothing-0),
+    # where the model is trained enough for it to matter.
     Run("dropout-0", "regularization", ("--set", "dropout=0.0")),
-    Run("smoothing-0", "regularization", ("--set", "label_smoothing=0.0")),
     # Data: Ding's words and phrases, the sentences up-sampled.
     Run("phrases-x10", "data", ("--phrases", "--sentence-repeats", "10")),
-    # Stage 2, combined: the one-lever runs that reached the most steps and BLEU (the narrower
-    # model, a 4000-piece vocabulary), with 2+2 layers or pre-norm, scored with min_length 1.
-    *(
-        Run(name, "combined", (*NARROW, "--vocab-size", "4000", *more), decodings=COMBINED)
-        for name, more in (
-            ("d128-vocab4k", ()),
-            ("d128-vocab4k-layers2", ("--set", "num_layers=2")),
-            ("d128-vocab4k-prenorm", ("--set", "norm_first=true")),
-            ("d128-vocab4k-prenorm-layers2", ("--set", "norm_first=true", "--set", "num_layers=2")),
-        )
+    # Stage 2, combined.
+    Run("fast", "combined", FAST, decodings=COMBINED),
+    Run(
+        "fast-phrases-x10",
+        "combined",
+        (*FAST, "--phrases", "--sentence-repeats", "10"),
+        decodings=COMBINED,
     ),
+    Run(
+        "fast-smoothing-0", "combined", (*FAST, "--set", "label_smoothing=0.0"), decodings=COMBINED
+    ),
+    Run("fast-layers-3", "combined", (*FAST, "--set", "num_layers=3"), decodings=COMBINED),
 )
 
 
@@ -182,15 +205,11 @@ def machine():
     return f"{model}, {len(os.sched_getaffinity(0))} cores"
 
 
-def run_child(run, work_dir, minutes):
+def run_child(run, work_dir, minutes, test_only=False):
     """Trains `run` in this process for `minutes`, scores its decodings and writes
-    RUN_DIR/result.json."""
+    RUN_DIR/result.json; with `test_only`, adds the test score to the finished run's result."""
     from benchmarks import bench
-    from training import (
-        checkpoints,
-        scoring,
-        train,
-    )  # first: training sets TensorFlow's environment
+    from training import train  # first: training sets TensorFlow's environment
 
     run_dir = work_dir / run.name
     tokenizer = work_dir / "tokenizers" / f"{run.tokenizer_key()}.model"
@@ -200,6 +219,12 @@ def run_child(run, work_dir, minutes):
     args = train.build_parser().parse_args(flags)
     started = time.monotonic()
     config, strategy, policy, dataset, tokenizer_model, chief = train.setup(args)
+    tested = [("test", run.test)] if run.test else []
+    if test_only:
+        result = json.loads((run_dir / "result.json").read_text())
+        result["scores"] += score(run_dir, config, tokenizer_model, dataset, tested)
+        (run_dir / "result.json").write_text(json.dumps(result, indent=2))
+        return
     if not tokenizer.is_file():
         tokenizer.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(run_dir / "tokenizer.model", tokenizer)
@@ -208,46 +233,8 @@ def run_child(run, work_dir, minutes):
     training_started = time.monotonic()
     steps = train.train_model(args, config, strategy, policy, dataset, tokenizer_model, chief)
     training_seconds = time.monotonic() - training_started
-
-    import keras_transformer as kt
-
-    paths = checkpoints.list_checkpoints(run_dir / "checkpoints")
-    splits = ["validation"] + (["test"] if run.test else [])
-    pairs = {split: dataset.pairs(split) for split in splits}
-    scores = []
-    for beam, alpha, window, min_length in map(decoding_settings, run.decodings):
-        model = kt.build_transformer(config)
-        window = len(paths[-window:])  # fewer when the run wrote fewer
-        checkpoints.assign(
-            model,
-            checkpoints.average_checkpoints(paths[-window:]),
-            source=f"the last {window} checkpoints",
-        )
-        translator = kt.Translator(model, tokenizer_model, beam, alpha, min_length=min_length)
-        for split in splits:
-            print(
-                f"{run.name}: {split} split, beam {beam}, alpha {alpha}, {window} checkpoint(s) "
-                "averaged",
-                file=sys.stderr,
-            )
-            hypotheses = scoring.translate_all(
-                translator.translate, [s for s, _ in pairs[split]], verbose=2
-            )
-            setting = f"beam{beam}-alpha{alpha}-avg{window}" + (
-                f"-min{min_length}" if min_length else ""
-            )
-            output = run_dir / f"translations.{split}.{setting}.txt"
-            result = scoring.score_report(hypotheses, [t for _, t in pairs[split]], output)
-            scores.append(
-                {
-                    "split": split,
-                    "beam": beam,
-                    "alpha": alpha,
-                    "averaged": window,
-                    "min_length": min_length,
-                    **result,
-                }
-            )
+    validated = [("validation", decoding) for decoding in run.decodings]
+    scores = score(run_dir, config, tokenizer_model, dataset, validated + tested)
     result = {
         "name": run.name,
         "lever": run.lever,
@@ -266,6 +253,51 @@ def run_child(run, work_dir, minutes):
     (run_dir / "result.json").write_text(json.dumps(result, indent=2))
 
 
+def score(run_dir, config, tokenizer_model, dataset, tasks):
+    """Translates and scores each (split, decoding) of `tasks` with the average of the run's
+    last checkpoints; one score record each."""
+    import keras_transformer as kt
+    from training import checkpoints, scoring
+
+    paths = checkpoints.list_checkpoints(run_dir / "checkpoints")
+    pairs = {split: dataset.pairs(split) for split in {split for split, _ in tasks}}
+    scores = []
+    for split, decoding in tasks:
+        beam, alpha, window, min_length = decoding_settings(decoding)
+        model = kt.build_transformer(config)
+        window = len(paths[-window:])  # fewer when the run wrote fewer
+        checkpoints.assign(
+            model,
+            checkpoints.average_checkpoints(paths[-window:]),
+            source=f"the last {window} checkpoints",
+        )
+        translator = kt.Translator(model, tokenizer_model, beam, alpha, min_length=min_length)
+        print(
+            f"{run_dir.name}: {split} split, beam {beam}, alpha {alpha}, {window} checkpoint(s) "
+            "averaged",
+            file=sys.stderr,
+        )
+        hypotheses = scoring.translate_all(
+            translator.translate, [s for s, _ in pairs[split]], verbose=2
+        )
+        setting = f"beam{beam}-alpha{alpha}-avg{window}" + (
+            f"-min{min_length}" if min_length else ""
+        )
+        output = run_dir / f"translations.{split}.{setting}.txt"
+        result = scoring.score_report(hypotheses, [t for _, t in pairs[split]], output)
+        scores.append(
+            {
+                "split": split,
+                "beam": beam,
+                "alpha": alpha,
+                "averaged": window,
+                "min_length": min_length,
+                **result,
+            }
+        )
+    return scores
+
+
 def result_of(run, work_dir, minutes, recorded=()):
     """The run's result if it was done as the study now defines it, with this budget: its
     RUN_DIR/result.json, else the one in `recorded` (the report's raw results: a study continued
@@ -274,9 +306,14 @@ def result_of(run, work_dir, minutes, recorded=()):
     found = ([json.loads(path.read_text())] if path.is_file() else []) + [
         r for r in recorded if r["name"] == run.name
     ]
-    return next(
-        (r for r in found if r.get("definition") == run.definition(run.minutes(minutes))), None
-    )
+    wanted = run.definition(run.minutes(minutes))
+    return next((r for r in found if defined_as(r) == wanted), None)
+
+
+def defined_as(result):
+    """A result's definition, less the "test" flag that results before version 2.1 carry (the
+    test score is now a decoding, added to a finished run)."""
+    return {k: v for k, v in result.get("definition", {}).items() if k != "test"}
 
 
 def recorded_results(report):
@@ -436,11 +473,12 @@ def main(argv=None):
     parser.add_argument(
         "--child", default=None, help=argparse.SUPPRESS
     )  # one run, in a fresh process
+    parser.add_argument("--test-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     by_name = {run.name: run for run in STUDY}
     if args.child:
         run = by_name[args.child]
-        return run_child(run, args.work_dir, run.minutes(args.minutes))
+        return run_child(run, args.work_dir, run.minutes(args.minutes), args.test_only)
     chosen = [
         run for run in STUDY if not args.only or run.name in args.only or run.lever in args.only
     ]
@@ -448,19 +486,22 @@ def main(argv=None):
     if unknown:
         parser.error(f"no run or lever named {', '.join(sorted(unknown))}; see --list")
     recorded = recorded_results(args.report)
+    found = {run.name: result_of(run, args.work_dir, args.minutes, recorded) for run in STUDY}
     if args.list:
         for run in STUDY:
-            done = result_of(run, args.work_dir, args.minutes, recorded) is not None
+            result = found[run.name]
+            state = "todo" if result is None else "done" if run.tested(result) else "test"
             print(
-                f"{'done' if done else 'todo'}  {run.name:<18} {run.lever:<15} "
-                f"{run.minutes(args.minutes):g} min  "
+                f"{state}  {run.name:<18} {run.lever:<15} {run.minutes(args.minutes):g} min  "
                 f"{' '.join(run.flags)}"
             )
         return None
-    todo = [run for run in chosen if result_of(run, args.work_dir, args.minutes, recorded) is None]
+    todo = [run for run in chosen if found[run.name] is None]
+    untested = [run for run in chosen if found[run.name] and not run.tested(found[run.name])]
     print(
         f"{len(chosen) - len(todo)} of {len(chosen)} runs done; {len(todo)} to go, "
-        f"about {sum(r.minutes(args.minutes) + 3 for r in todo):.0f} minutes; table: {args.report}",
+        f"about {sum(r.minutes(args.minutes) + 3 for r in todo):.0f} minutes; "
+        f"{len(untested)} to score on test; table: {args.report}",
         flush=True,
     )
     failed = []
@@ -474,27 +515,7 @@ def main(argv=None):
             f"{run.minutes(args.minutes):g} minutes (log: {run_dir / 'log.txt'})",
             flush=True,
         )
-        with open(run_dir / "log.txt", "w") as log:
-            completed = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "benchmarks.quality",
-                    "--child",
-                    run.name,
-                    "--work-dir",
-                    str(args.work_dir),
-                    "--minutes",
-                    str(args.minutes),
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        if completed.returncode != 0:
-            print(
-                f"    failed (exit code {completed.returncode}); see {run_dir / 'log.txt'}",
-                flush=True,
-            )
+        if not run_in_child(run, args, "w"):
             failed.append(run.name)
             continue
         result = json.loads((run_dir / "result.json").read_text())
@@ -508,11 +529,45 @@ def main(argv=None):
             flush=True,
         )
         write_report(results(args.work_dir, args.minutes, recorded), args.report)
+    for run in untested:
+        print(f"{run.name}: the test split, decoded as {decoding_settings(run.test)}", flush=True)
+        if not (args.work_dir / run.name / "checkpoints").is_dir():
+            print(f"    failed: its checkpoints are not in {args.work_dir / run.name}", flush=True)
+            failed.append(run.name)
+        elif not run_in_child(run, args, "a", "--test-only"):
+            failed.append(run.name)
     write_report(results(args.work_dir, args.minutes, recorded), args.report)
     print(f"table written to {args.report} and {args.report.with_suffix('.json')}")
     if failed:
         parser.exit(1, f"error: {len(failed)} run(s) failed: {', '.join(failed)}\n")
     return None
+
+
+def run_in_child(run, args, log_mode, *more):
+    """Runs `run` in a fresh process logging to RUN_DIR/log.txt; whether it succeeded."""
+    run_dir = args.work_dir / run.name
+    with open(run_dir / "log.txt", log_mode) as log:
+        completed = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.quality",
+                "--child",
+                run.name,
+                "--work-dir",
+                str(args.work_dir),
+                "--minutes",
+                str(args.minutes),
+                *more,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    if completed.returncode != 0:
+        print(
+            f"    failed (exit code {completed.returncode}); see {run_dir / 'log.txt'}", flush=True
+        )
+    return completed.returncode == 0
 
 
 if __name__ == "__main__":

@@ -56,14 +56,16 @@ def tiny_study(tmp_path, monkeypatch):
             full_budget=True,
             seed=1,
             decodings=((2, 1.0, 3, 1),),  # with min_length 1
-            test=True,
+            test=(2, 1.0, 3, 1),
         ),
     )
     monkeypatch.setattr(quality, "STUDY", runs)
     return runs, tmp_path / "work"
 
 
-def test_runs_score_validation_and_only_marked_runs_score_test(tiny_study, tmp_path, monkeypatch):
+def test_runs_score_validation_and_only_marked_runs_score_test(
+    tiny_study, tmp_path, monkeypatch, capsys
+):
     (plain, confirm), work = tiny_study
     quality.run_child(plain, work, minutes=5)
     quality.run_child(confirm, work, minutes=quality.FULL_MINUTES)
@@ -150,6 +152,26 @@ def test_runs_score_validation_and_only_marked_runs_score_test(tiny_study, tmp_p
     # In a fresh checkout (no run directories) the report's raw results say what is done.
     recorded = quality.recorded_results(report)
     assert quality.results(tmp_path / "fresh", minutes=5, recorded=recorded) == [first, second]
+
+    # A finished run chosen later to confirm the settings gets its test score, in the chosen
+    # decoding, without training again; --list says it waits for it.
+    chosen = quality.dataclasses.replace(plain, test=(2, 1.0, 3))
+    assert confirm.tested(second) and not chosen.tested(first)
+    trained = sorted((work / "plain" / "checkpoints").iterdir())
+    with monkeypatch.context() as patch:
+        patch.setattr(quality, "STUDY", (chosen, confirm))
+        capsys.readouterr()  # the training's output so far
+        quality.main(["--list", "--work-dir", str(work), "--minutes", "5"])
+        assert capsys.readouterr().out.splitlines()[0].startswith("test  plain ")
+    quality.run_child(chosen, work, minutes=5, test_only=True)
+    tested = json.loads((work / "plain" / "result.json").read_text())
+    assert (
+        tested == {**first, "scores": tested["scores"]} and tested["scores"][:2] == first["scores"]
+    )
+    assert [(s["split"], s["beam"], s["averaged"]) for s in tested["scores"][2:]] == [
+        ("test", 2, 3)
+    ]
+    assert chosen.tested(tested) and sorted((work / "plain" / "checkpoints").iterdir()) == trained
 
 
 def test_report_without_markers_is_refused(tmp_path):
