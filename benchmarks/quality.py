@@ -214,7 +214,11 @@ def run_child(run, work_dir, minutes, test_only=False):
     run_dir = work_dir / run.name
     tokenizer = work_dir / "tokenizers" / f"{run.tokenizer_key()}.model"
     flags = [*run.training_flags(minutes), "--output-dir", str(run_dir)]
-    if tokenizer.is_file():
+    if test_only:  # the tokenizer as the run was trained: the shared one, or its own
+        shared = "tokenizer" in json.loads((run_dir / "run.json").read_text())["vocabulary"]
+    else:
+        shared = tokenizer.is_file()
+    if shared:
         flags += ["--tokenizer", str(tokenizer)]
     args = train.build_parser().parse_args(flags)
     started = time.monotonic()
