@@ -188,6 +188,13 @@ STUDY = (
     # (training accuracy 0.78, validation chrF flat from step 1200), so dropout comes back.
     Run("fast-dropout-0.1", "combined", (*FAST, "--set", "dropout=0.1"), decodings=COMBINED),
     Run("fast-dropout-0.3", "combined", (*FAST, "--set", "dropout=0.3"), decodings=COMBINED),
+    # Both: the phrases make the sentence pairs repeat less, so the lighter dropout.
+    Run(
+        "fast-phrases-x10-dropout-0.1",
+        "combined",
+        (*FAST, "--phrases", "--sentence-repeats", "10", "--set", "dropout=0.1"),
+        decodings=COMBINED,
+    ),
     Run(
         "fast-smoothing-0", "combined", (*FAST, "--set", "label_smoothing=0.0"), decodings=COMBINED
     ),
