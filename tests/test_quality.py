@@ -3,6 +3,9 @@
 continues where it stopped. On a tiny task instead of the Ding corpus."""
 
 import json
+import pathlib
+import re
+import shlex
 import subprocess
 import sys
 
@@ -185,8 +188,8 @@ def test_list_and_help(tiny_study, capsys):
     _, work = tiny_study
     quality.main(["--list", "--work-dir", str(work), "--minutes", "3"])
     assert capsys.readouterr().out.splitlines() == [
-        "todo  plain              baseline        3 min  ",
-        "todo  confirm            confirm         14 min  --set dropout=0.0",
+        "todo  plain                        baseline        3 min  ",
+        "todo  confirm                      confirm         14 min  --set dropout=0.0",
     ]
     with pytest.raises(SystemExit):
         quality.main(["--only", "nothing", "--work-dir", str(work)])
@@ -198,3 +201,28 @@ def test_list_and_help(tiny_study, capsys):
         cwd=quality.__file__.rsplit("/benchmarks/", 1)[0],
     ).stdout
     assert "--minutes" in help_text and "--only" in help_text and "Resumable" in help_text
+
+
+def test_make_demo_trains_and_decodes_as_the_study_chose():
+    """The Makefile's DEMO_SETTINGS are the chosen run's training flags, and its averaging, beam
+    and alpha are the chosen decoding's: the demo cannot drift from what the study measured."""
+    from training import train
+
+    makefile = (pathlib.Path(quality.__file__).parents[1] / "Makefile").read_text()
+    demo = shlex.split(re.search(r"^DEMO_SETTINGS \?= (.*)$", makefile, re.M).group(1))
+    chosen = {run.name: run for run in quality.STUDY}[quality.CHOSEN_RUN]
+    assert chosen.test == quality.CHOSEN_DECODING and chosen.seed == 0
+
+    def parsed(flags):
+        args = vars(train.build_parser().parse_args([*flags, "--output-dir", "run"]))
+        return {**args, "overrides": train.parse_overrides(args["overrides"])}
+
+    beam, alpha, averaged, min_length = quality.decoding_settings(quality.CHOSEN_DECODING)
+    study = parsed(chosen.training_flags(quality.FULL_MINUTES))
+    assert parsed([*demo, "--max-minutes", str(quality.FULL_MINUTES)]) == {
+        **study,
+        "keep_checkpoints": averaged,  # the demo averages the checkpoints it keeps
+        "beam_size": beam,
+        "alpha": alpha,
+    }
+    assert min_length == 1  # the Translator's default, which the demo's export uses
