@@ -4,12 +4,12 @@
     python -m benchmarks.quality --list             # the runs, and which are done
     python -m benchmarks.quality --only baseline    # some runs (names or levers)
 
-Each run trains `python -m training.train`'s model from today's demo settings with one lever
-changed (or several, in the combined runs) for the same wall-clock budget, then translates the
-validation split with each decoding setting of the run (beam size, length penalty alpha, and how
-many of the last checkpoints, 25 steps apart, are averaged) and scores it with sacrebleu (BLEU
-13a, chrF, chrF++). Settings are chosen on validation only; the test split is translated only
-for the runs marked to confirm the chosen settings.
+Each run trains `python -m training.train`'s model from the demo's settings before the study with
+one lever changed (or several, in the combined runs) for the same wall-clock budget, then
+translates the validation split with each decoding setting of the run (beam size, length penalty
+alpha, and how many of the last checkpoints, 25 steps apart, are averaged) and scores it with
+sacrebleu (BLEU 13a, chrF, chrF++). Settings are chosen on validation only; the test split is
+translated only for the runs marked to confirm the chosen settings.
 
 Each run is a fresh process writing RUN_DIR/result.json; a run with a result for the same budget
 (there, or in benchmarks/QUALITY.json) is not run again, so the study continues where it

@@ -41,7 +41,9 @@ def build_parser():
     )
     model = parser.add_argument_group("model")
     model.add_argument(
-        "--preset", default="small", help="tiny, small, base or big (Table 3; small: the CPU demo)"
+        "--preset",
+        default="small",
+        help="tiny, small, base or big (Table 3; small: a CPU model, narrowed by make demo)",
     )
     model.add_argument(
         "--set",
