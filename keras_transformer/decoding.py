@@ -71,6 +71,7 @@ def model_step_function(model, memory, source_mask, max_length):
     full_cache = model.decoder.build_cache(memory, max_length)
     cross = [layer["cross"] for layer in full_cache]
     state = [layer["self"] for layer in full_cache]
+    projection = model.embedding.output_projection()  # once, outside the loop
 
     def step(tokens, self_caches, t):
         x = model.embedding(tokens[:, None], mode="target")
@@ -78,7 +79,7 @@ def model_step_function(model, memory, source_mask, max_length):
         out, cache = model.decoder(
             x, None, source_padding_mask=source_mask, cache=cache, cache_index=t, training=False
         )
-        logits = model.embedding(out, mode="logits")[:, 0]
+        logits = model.embedding(out[:, 0], mode="logits", projection=projection)
         return tf.nn.log_softmax(logits), [layer["self"] for layer in cache]
 
     return step, state
@@ -102,7 +103,7 @@ def _prepare(model, source_ids, max_length, extra_length, min_length=0):
 def _allowed(log_probs, t, min_lengths=None):
     """log_probs [N, V] with pad and bos, never valid outputs, made impossible, and eos too in
     the rows whose output may not end at step t (t < min_lengths [N])."""
-    vocab_size = tf.shape(log_probs)[-1]
+    vocab_size = log_probs.shape[-1] or tf.shape(log_probs)[-1]  # static: the masks fold away
     never = tf.one_hot([PAD_ID, BOS_ID], vocab_size, on_value=NEG_INF, off_value=0.0)
     log_probs = log_probs + tf.reduce_sum(never, axis=0)
     if min_lengths is None:

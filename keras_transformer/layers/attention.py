@@ -5,6 +5,7 @@ plain batched matmul and the decoding cache is updated along axis 2.
 """
 
 import math
+import typing
 
 import keras
 from keras import ops
@@ -45,6 +46,26 @@ def causal_mask(query_length, key_length, start_index=0):
     return ops.greater_equal(query_positions[:, None], key_positions[None, :])
 
 
+class CachePositions(typing.NamedTuple):
+    """Where a decoding call writes into a self-attention cache of length L, and what its T
+    queries see: `start` (the cache_index), `written` boolean [L] (positions start ...
+    start + T - 1) and `visible` boolean [T, L] (§3.2.3's causal mask). A decoder builds them
+    once per step (`cache_positions`) for all its layers."""
+
+    start: typing.Any
+    written: typing.Any
+    visible: typing.Any
+
+
+def cache_positions(start_index, new_length, cache_length):
+    """CachePositions for `new_length` positions written at `start_index` into a cache of
+    `cache_length` positions."""
+    start = ops.cast(start_index, "int32")
+    positions = ops.arange(cache_length)
+    written = ops.logical_and(positions >= start, positions < start + new_length)
+    return CachePositions(start, written, causal_mask(new_length, cache_length, start))
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention, §3.2.2.
@@ -69,8 +90,9 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask: each query position sees only keys at positions <= its own.
         cache: incremental decoding state, a dict {"key": [B, H, L, d_k], "value": [B, H, L, d_v]}.
             With `cache_index` (causal self-attention) the new positions' keys and values are
-            written into the preallocated cache at `cache_index` and queries attend to cache
-            positions <= their own; start from `empty_cache`. Without `cache_index`
+            written into the preallocated cache at `cache_index` (an int, a scalar tensor, or
+            the `CachePositions` of `cache_positions`) and queries attend to cache positions
+            <= their own; start from `empty_cache`. Without `cache_index`
             (encoder-decoder attention) the cache holds the memory's projected keys and values,
             computed once by `memory_cache`, and `value` is not needed.
         return_attention_scores: also return the float32 weights [B, H, Tq, Tk].
@@ -116,12 +138,9 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_kernel = kernel("output_kernel", (heads * self.depth_v, d_model))
 
     def project_heads(self, x, kernel, depth):
-        """x W, reshaped from [B, T, H*depth] to [B, H, T, depth]."""
-        x = ops.cast(x, self.compute_dtype)
-        projected = ops.matmul(x, ops.cast(kernel, self.compute_dtype))
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        projected = ops.reshape(projected, (batch, length, self.num_heads, depth))
-        return ops.transpose(projected, (0, 2, 1, 3))
+        """x W as [B, H, T, depth] for x [B, T, d]: one einsum, no reshape of x."""
+        kernel = ops.reshape(ops.cast(kernel, self.compute_dtype), (-1, self.num_heads, depth))
+        return ops.einsum("btd,dhk->bhtk", ops.cast(x, self.compute_dtype), kernel)
 
     def memory_cache(self, memory):
         """The projected keys and values of `memory` [B, S, d_memory], computed once per source."""
@@ -152,8 +171,12 @@ class MultiHeadAttention(keras.layers.Layer):
         training=None,
     ):
         q = self.project_heads(query, self.query_kernel, self.depth_k)
-        causal_start = 0 if use_causal_mask else None
+        causal = None
         if cache is not None and cache_index is not None:
+            if not isinstance(cache_index, CachePositions):
+                cache_index = cache_positions(
+                    cache_index, ops.shape(query)[1], ops.shape(cache["key"])[2]
+                )
             new_k = self.project_heads(query, self.key_kernel, self.depth_k)
             new_v = self.project_heads(query, self.value_kernel, self.depth_v)
             cache = {
@@ -161,7 +184,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "value": write_positions(cache["value"], new_v, cache_index),
             }
             k, v = cache["key"], cache["value"]
-            causal_start = cache_index
+            causal = cache_index.visible
         elif cache is not None:
             k, v = cache["key"], cache["value"]
         else:
@@ -169,19 +192,20 @@ class MultiHeadAttention(keras.layers.Layer):
             k = self.project_heads(memory, self.key_kernel, self.depth_k)
             v = self.project_heads(memory, self.value_kernel, self.depth_v)
 
+        if use_causal_mask and causal is None:
+            causal = causal_mask(ops.shape(q)[2], ops.shape(k)[2])
         mask = attention_mask_4d(attention_mask, ops.shape(q), ops.shape(k)[2], self.name)
-        if causal_start is not None:
-            causal = causal_mask(ops.shape(q)[2], ops.shape(k)[2], causal_start)[None, None]
-            mask = causal if mask is None else ops.logical_and(mask, causal)
+        if causal is not None:
+            mask = causal[None, None] if mask is None else ops.logical_and(mask, causal)
 
         context, weights = scaled_dot_product_attention(
             q, k, v, mask=mask, dropout=self.weights_dropout, training=training
         )
-        batch, length = ops.shape(context)[0], ops.shape(context)[2]
-        context = ops.reshape(
-            ops.transpose(context, (0, 2, 1, 3)), (batch, length, self.num_heads * self.depth_v)
+        # Concat(head_1, ..., head_h) W^O, as one einsum over the heads and their depth.
+        output_kernel = ops.reshape(
+            ops.cast(self.output_kernel, self.compute_dtype), (self.num_heads, self.depth_v, -1)
         )
-        outputs = ops.matmul(context, ops.cast(self.output_kernel, self.compute_dtype))
+        outputs = ops.einsum("bhtv,hvd->btd", context, output_kernel)
 
         results = (outputs,)
         if cache_index is not None:
@@ -221,17 +245,18 @@ def require_built(layer):
         )
 
 
-def write_positions(cache, update, start_index):
-    """cache [B, H, L, d] with positions start_index ... start_index + T - 1 replaced by update
+def write_positions(cache, update, positions):
+    """cache [B, H, L, d] with the positions of `positions` (CachePositions) replaced by update
     [B, H, T, d].
 
-    Written with gather and select, core ops that keep the cache's static shape (XLA-friendly)
-    and that TensorFlow Serving runs without XLA kernels.
+    A select against the positions' mask: a core op that keeps the cache's static shape
+    (XLA-friendly) and that TensorFlow Serving runs without XLA kernels. One new position (a
+    decoding step) broadcasts; several are first spread over the cache's length by a gather.
     """
-    positions = ops.arange(ops.shape(cache)[2]) - ops.cast(start_index, "int32")
-    in_update = ops.logical_and(positions >= 0, positions < ops.shape(update)[2])
-    spread = ops.take(update, ops.clip(positions, 0, ops.shape(update)[2] - 1), axis=2)
-    return ops.where(in_update[None, None, :, None], spread, cache)
+    if update.shape[2] != 1:
+        offsets = ops.arange(ops.shape(cache)[2]) - positions.start
+        update = ops.take(update, ops.clip(offsets, 0, ops.shape(update)[2] - 1), axis=2)
+    return ops.where(positions.written[None, None, :, None], update, cache)
 
 
 def attention_mask_4d(mask, query_shape, key_length, layer_name):

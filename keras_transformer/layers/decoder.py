@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_transformer.layers.attention import cache_positions
 from keras_transformer.layers.stack import Stack, SublayerConnections, layer_norm
 
 
@@ -174,6 +175,10 @@ class Decoder(Stack):
         x = self.embed_positions(
             inputs, start_index=0 if cache is None else cache_index, training=training
         )
+        if cache is not None:  # where every layer writes and looks, computed once
+            cache_index = cache_positions(
+                cache_index, keras.ops.shape(x)[1], keras.ops.shape(cache[0]["self"]["key"])[2]
+            )
         new_cache, all_weights = [], []
         for i, layer in enumerate(self.layers):
             outputs = layer(

@@ -30,7 +30,9 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.outer.build((*input_shape[:-1], self.d_ff))
 
     def call(self, inputs):
-        return self.outer(self.inner(inputs))
+        # Position-wise: every position of the batch is a row of one 2-D matmul per layer.
+        rows = keras.ops.reshape(inputs, (-1, inputs.shape[-1]))
+        return keras.ops.reshape(self.outer(self.inner(rows)), keras.ops.shape(inputs))
 
     def get_config(self):
         return {**super().get_config(), "d_ff": self.d_ff}
