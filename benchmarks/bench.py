@@ -24,6 +24,8 @@ import time
 
 import numpy as np
 
+from benchmarks.probes import PROBE_SENTENCE
+
 RESULTS = "benchmarks/README.md"
 ROOT = pathlib.Path(__file__).resolve().parents[1]  # where `python -m benchmarks.probes` runs
 # TensorFlow takes nearly all of a GPU's memory at its first operation: the benchmark's own
@@ -160,9 +162,10 @@ def backend_throughput(config, batch, length, repeats, rounds):
 
 def decoding_speed(config, batch, length, repeats):
     """Sentences per second: greedy with and without the cache, beam 4, and the KerasHub peer's
-    cached greedy decoding. Ours stops once every sentence has produced eos (random weights
-    produce it at random), so the peer is run for as many decoder steps as our greedy search
-    took on the same batch: the same work per sentence."""
+    cached greedy decoding, each compiled as a plain tf.function (XLA off) and, where the method
+    compiles, with XLA. Ours stops once every sentence has produced eos (random weights produce
+    it at random), so the peer is run for as many decoder steps as our greedy search took on the
+    same batch: the same work per sentence."""
     import tensorflow as tf
 
     import keras_transformer as kt
@@ -174,29 +177,39 @@ def decoding_speed(config, batch, length, repeats):
     peer = KerasHubTransformer(config)
     greedy_ids = kt.greedy_search(model, source, max_length=length).numpy()
     steps = int(np.max(np.count_nonzero(greedy_ids, axis=1)))
-    runs = {
-        "greedy, cached": lambda: kt.greedy_search(
-            model, source, max_length=length, use_cache=True
-        ),
-        "greedy, full recomputation": lambda: kt.greedy_search(
-            model, source, max_length=length, use_cache=False
-        ),
-        "beam 4, cached": lambda: kt.beam_search(model, source, beam_size=4, max_length=length),
-        "KerasHub greedy, cached": lambda: peer.greedy(source, steps),
-    }
+    runs = {}
+    for xla in (False, True):
+        runs[("greedy, cached", xla)] = lambda xla=xla: kt.greedy_search(
+            model, source, max_length=length, jit_compile=xla
+        )
+        runs[("beam 4, cached", xla)] = lambda xla=xla: kt.beam_search(
+            model, source, beam_size=4, max_length=length, jit_compile=xla
+        )
+        runs[("KerasHub greedy, cached", xla)] = lambda xla=xla: peer.greedy(
+            source, steps, jit_compile=xla
+        )
+    # The prefix grows each step: its shapes are dynamic, so XLA cannot compile this one.
+    runs[("greedy, full recomputation", False)] = lambda: kt.greedy_search(
+        model, source, max_length=length, use_cache=False
+    )
     times = interleaved_seconds(
         {
-            name: lambda run=run: tf.nest.map_structure(lambda t: t.numpy(), run())
-            for name, run in runs.items()
+            key: lambda run=run: tf.nest.map_structure(lambda t: t.numpy(), run())
+            for key, run in runs.items()
         },
         repeats,
         warmup=1,
     )
-    rows = {}
-    for name, seconds in times.items():
+    rows = []
+    for (method, xla), seconds in times.items():
         seconds = float(np.median(seconds))
-        rows[name] = dict(
-            sentences_per_second=batch / seconds, ms_per_sentence=1000 * seconds / batch
+        rows.append(
+            dict(
+                method=method,
+                xla=xla,
+                sentences_per_second=batch / seconds,
+                ms_per_sentence=1000 * seconds / batch,
+            )
         )
     return dict(steps=steps, rows=rows)
 
@@ -240,8 +253,12 @@ def peak_memory(config, batch, length, policy):
 
 
 def saved_model_latency(config, repeats, directory):
-    """p50/p99 latency at batch 1 and sentences per second at batch 32 of the exported
-    translator (beam 4), loaded in a fresh process with tensorflow and tensorflow_text only."""
+    """The exported translator (greedy and beam 4, random weights) loaded in a fresh process with
+    tensorflow and tensorflow_text only: p50/p99 latency at batch 1 and sentences per second at
+    batch 32; beside it, the same model's decoding of the same source ids in this process with
+    XLA (batch 1, median), which TensorFlow Serving cannot count on."""
+    import tensorflow as tf
+
     import keras_transformer as kt
 
     texts = ["Das ist ein kleiner Test, nicht mehr.", "this is a small test, nothing more."] * 50
@@ -249,16 +266,62 @@ def saved_model_latency(config, repeats, directory):
     model = kt.build_transformer(
         config.__class__.from_dict({**config.to_dict(), "vocab_size": tokenizer.vocab_size})
     )
-    saved = kt.Translator(model, tokenizer, beam_size=4).save(f"{directory}/saved_model")
-    times = run_probe("saved-model", saved, repeats)
-    return dict(
-        p50_ms=1000 * np.percentile(times["1"], 50),
-        p99_ms=1000 * np.percentile(times["1"], 99),
-        batch32_sentences_per_second=32 / float(np.median(times["32"])),
+    source = kt.Translator(model, tokenizer).source_ids(tf.constant([PROBE_SENTENCE]))
+    searches = {
+        "greedy": lambda: kt.greedy_search(model, source, jit_compile=True),
+        "beam 4": lambda: kt.beam_search(model, source, beam_size=4, jit_compile=True)[0],
+    }
+    rows = {}
+    for name, beam_size in (("greedy", 1), ("beam 4", 4)):
+        saved = kt.Translator(model, tokenizer, beam_size=beam_size).save(f"{directory}/{name}")
+        times = run_probe("saved-model", saved, repeats)
+        xla_seconds = median_seconds(lambda name=name: searches[name]().numpy(), repeats)
+        p50 = float(np.percentile(times["1"], 50))
+        rows[name] = dict(
+            steps=best_length(searches[name]().numpy()),
+            p50_ms=1000 * p50,
+            p99_ms=1000 * float(np.percentile(times["1"], 99)),
+            batch32_sentences_per_second=32 / float(np.median(times["32"])),
+            xla_ms=1000 * xla_seconds,
+            over_xla=p50 / xla_seconds,
+        )
+    return rows
+
+
+def best_length(ids):
+    """Tokens (eos included) of the first sentence's best output in greedy [B, L] or beam
+    [B, K, L] ids."""
+    return int(np.count_nonzero(ids.reshape(-1, ids.shape[-1])[0]))
+
+
+def on_off(flag):
+    return "on" if flag else "off"
+
+
+def before_decoding(before, batch, method, xla):
+    """ms/sentence of a decoding row in an earlier run's results (`--before`), or None. Runs
+    written before XLA rows existed count as XLA off."""
+    for setting in before["decoding"]:
+        if setting["batch"] != batch:
+            continue
+        rows = setting["rows"]
+        if isinstance(rows, dict):  # the earlier layout: {method: row}, all XLA off
+            rows = [dict(row, method=name, xla=False) for name, row in rows.items()]
+        for row in rows:
+            if (row["method"], row["xla"]) == (method, xla):
+                return row["ms_per_sentence"]
+    return None
+
+
+def report(results, before=None):
+    """The markdown tables of `results`; with `before` (an earlier run's results.json), the
+    decoding and SavedModel rows also give that run's figures and the speed-up over them."""
+    before_note = (
+        f" Before: the same rows in `{results['before']}` (run {before['date']}, "
+        f"{before['machine']})."
+        if before
+        else ""
     )
-
-
-def report(results):
     lines = [
         "# Benchmarks",
         "",
@@ -331,26 +394,62 @@ def report(results):
         f"## Decoding ({results['decoding_preset']} preset, random weights, source length 20, "
         f"output up to {results['decoding_length']} tokens)",
         "",
-        "| batch | decoder steps | method | sentences/s | ms/sentence | speed-up over full "
-        "recomputation |",
-        "| ---: | ---: | --- | ---: | ---: | ---: |",
+        "Over full recomputation: against our decoding without its cache (XLA off: its growing "
+        "prefix has dynamic shapes, which XLA does not compile). Over KerasHub: against the "
+        "peer's cached greedy decoding with the same XLA setting." + before_note,
+        "",
+        "| batch | decoder steps | method | XLA | sentences/s | ms/sentence | over full "
+        "recomputation | over KerasHub"
+        + (" | before: ms/sentence | speed-up" if before else "")
+        + " |",
+        "| ---: | ---: | --- | --- | ---: | ---: | ---: | ---:"
+        + (" | ---: | ---:" if before else "")
+        + " |",
     ]
     for setting in results["decoding"]:
-        base = setting["rows"]["greedy, full recomputation"]["sentences_per_second"]
-        for name, row in setting["rows"].items():
-            lines.append(
-                f"| {setting['batch']} | {setting['steps']} | {name} | "
-                f"{row['sentences_per_second']:.1f} | "
-                f"{row['ms_per_sentence']:.1f} | {row['sentences_per_second'] / base:.2f} |"
+        rows = {(row["method"], row["xla"]): row for row in setting["rows"]}
+        base = rows[("greedy, full recomputation", False)]["ms_per_sentence"]
+        for (method, xla), row in rows.items():
+            peer = rows[("KerasHub greedy, cached", xla)]["ms_per_sentence"]
+            ours = row["ms_per_sentence"]
+            over_peer = f"{peer / ours:.2f}" if method == "greedy, cached" else ""
+            line = (
+                f"| {setting['batch']} | {setting['steps']} | {method} | {on_off(xla)} | "
+                f"{row['sentences_per_second']:.1f} | {ours:.1f} | {base / ours:.2f} | "
+                f"{over_peer} |"
             )
-    saved = results["saved_model"]
-    efficiency = results["padding_efficiency"]
+            if before:
+                then = before_decoding(before, setting["batch"], method, xla)
+                line += f" {then:.1f} | {then / ours:.2f} |" if then else " | |"
+            lines.append(line)
     lines += [
         "",
-        "## Exported SavedModel (tiny preset, random weights, beam 4, loaded in a fresh process)",
+        f"## Exported SavedModel ({results['decoding_preset']} preset, random weights, loaded in "
+        "a fresh process)",
         "",
-        f"Batch 1: p50 {saved['p50_ms']:.1f} ms, p99 {saved['p99_ms']:.1f} ms. "
-        f"Batch 32: {saved['batch32_sentences_per_second']:.1f} sentences/s.",
+        "The `translate` signature on strings, as TensorFlow Serving runs it (no XLA), beside "
+        "the same model decoding the same source ids with XLA in the benchmark's process "
+        f"(batch 1; {results['saved_model_calls']} calls each). The SavedModel also tokenizes, "
+        "detokenizes and computes the alignment.",
+        "",
+        "| search | decoder steps | batch 1 p50 ms | p99 ms | batch 32 sentences/s | XLA, ms | "
+        "SavedModel over XLA" + (" | before: p50 ms | speed-up" if before else "") + " |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---:"
+        + (" | ---: | ---:" if before else "")
+        + " |",
+    ]
+    for search, row in results["saved_model"].items():
+        line = (
+            f"| {search} | {row['steps']} | {row['p50_ms']:.1f} | {row['p99_ms']:.1f} | "
+            f"{row['batch32_sentences_per_second']:.1f} | {row['xla_ms']:.1f} | "
+            f"{row['over_xla']:.2f} |"
+        )
+        if before:
+            then = before["saved_model"].get(search, {}).get("p50_ms")
+            line += f" {then:.1f} | {then / row['p50_ms']:.2f} |" if then else " | |"
+        lines.append(line)
+    efficiency = results["padding_efficiency"]
+    lines += [
         "",
         "## Padding efficiency (real tokens / all tokens in batches)",
         "",
@@ -396,6 +495,13 @@ def main(argv=None):
         choices=["off", "bf16"],
         default=None,
         help="the Keras dtype policy (default: off; bf16 with --gpu)",
+    )
+    parser.add_argument(
+        "--before",
+        type=pathlib.Path,
+        default=None,
+        help="an earlier run's results.json: the decoding and SavedModel tables then give its "
+        "figures beside this run's, and the speed-up",
     )
     parser.add_argument(
         "--output",
@@ -498,15 +604,20 @@ def main(argv=None):
     ]
     progress.update(3)
     with tempfile.TemporaryDirectory() as directory:
+        results["saved_model_calls"] = 5 if args.quick else 20
         results["saved_model"] = saved_model_latency(
-            config_of("tiny"), 5 if args.quick else 50, directory
+            config_of(presets[0][0]), results["saved_model_calls"], directory
         )
     progress.update(4)
     results["padding_efficiency"] = {str(k): v for k, v in padding_efficiency(args.quick).items()}
     progress.update(5)
     results["memory"] = peak_memory(config_of(presets[0][0]), *presets[0][1:], results["policy"])
     progress.update(6)
-    text = report(results)
+    before = None
+    if args.before:
+        results["before"] = str(args.before)
+        before = json.loads(args.before.read_text(encoding="utf-8"))
+    text = report(results, before)
     if output == "-":
         print(text)
     else:

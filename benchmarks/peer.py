@@ -12,6 +12,7 @@ class KerasHubTransformer:
 
     def __init__(self, config):
         self.config = config
+        self._compiled = {}  # jit_compile -> tf.function
         layer_args = dict(
             intermediate_dim=config.d_ff,
             num_heads=config.num_heads,
@@ -47,12 +48,15 @@ class KerasHubTransformer:
             x = layer(x, padding_mask=source != 0)
         return x
 
-    def greedy(self, source, length, bos_id=2):
+    def greedy(self, source, length, bos_id=2, jit_compile=False):
         """Greedy decoding of `length` tokens [B, length] with the decoders' caches (the way
-        KerasHub's seq2seq models decode), as one tf.function."""
-        return self._greedy(tf.convert_to_tensor(source, tf.int32), length, bos_id)
+        KerasHub's seq2seq models decode), as one tf.function, compiled with XLA if asked."""
+        if jit_compile not in self._compiled:
+            self._compiled[jit_compile] = tf.function(
+                self._greedy, jit_compile=jit_compile, reduce_retracing=True
+            )
+        return self._compiled[jit_compile](tf.convert_to_tensor(source, tf.int32), length, bos_id)
 
-    @tf.function(reduce_retracing=True)
     def _greedy(self, source, length, bos_id):
         memory = self.encode(source)
         batch = tf.shape(source)[0]

@@ -17,6 +17,8 @@ import re
 import sys
 import time
 
+PROBE_SENTENCE = "Das ist ein kleiner Test, nicht mehr."  # what the SavedModel translates
+
 
 def peak_kib():
     """This process's peak resident memory; VmHWM starts afresh at exec (ru_maxrss would
@@ -96,7 +98,7 @@ def saved_model(directory, repeats):
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
     translate = tf.saved_model.load(directory).signatures["translate"]
-    sentences = ["Das ist ein kleiner Test, nicht mehr."] * 32
+    sentences = [PROBE_SENTENCE] * 32
     answers = {}
     for batch in (1, 32):
         batch_sentences = tf.constant(sentences[:batch])

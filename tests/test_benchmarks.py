@@ -32,12 +32,17 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
     assert set(backends["rows"]) == {"tensorflow", "jax"}
     assert backends["rows"]["tensorflow"]["speed_over_tensorflow"] == 1.0
     assert all(row["tokens_per_second"] > 0 for row in backends["rows"].values())
-    assert set(results["decoding"][0]["rows"]) == {
-        "greedy, cached",
-        "greedy, full recomputation",
-        "beam 4, cached",
-        "KerasHub greedy, cached",
+    assert {(row["method"], row["xla"]) for row in results["decoding"][0]["rows"]} == {
+        *(
+            (method, xla)
+            for method in ("greedy, cached", "beam 4, cached", "KerasHub greedy, cached")
+            for xla in (False, True)
+        ),
+        ("greedy, full recomputation", False),
     }
+    for search in ("greedy", "beam 4"):  # the exported model against XLA, same source ids
+        row = results["saved_model"][search]
+        assert row["steps"] > 1 and row["over_xla"] == row["p50_ms"] / row["xla_ms"]
     assert results["padding_efficiency"]["True"] > results["padding_efficiency"]["False"]
     assert results["memory"]["training"]["peak_mib"] > 0
 
