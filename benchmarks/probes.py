@@ -4,9 +4,11 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
     peak-memory CONFIG_JSON BATCH LENGTH training|decoding POLICY
         [peak KiB before, peak KiB after 3 training steps or 3 beam searches,
          GPU:0 peak KiB or null]
-    saved-model DIRECTORY REPEATS
+    saved-model DIRECTORY REPEATS INTRA_OP_THREADS
         {"1": [seconds per call at batch 1], "32": [...]} of the SavedModel's `translate`,
-        loaded with tensorflow and tensorflow_text only
+        loaded with tensorflow and tensorflow_text only (REPEATS calls at batch 1, a quarter as
+        many at batch 32), TensorFlow's threads within an op set to INTRA_OP_THREADS (0: its
+        default, one per core; TensorFlow Serving's --tensorflow_intra_op_parallelism)
     training-step CONFIG_JSON BATCH LENGTH REPEATS
         [seconds of each training step after 2 warm-up steps] under the Keras backend of
         KERAS_BACKEND (compiled: XLA under JAX, a tf.function without XLA under TensorFlow)
@@ -93,10 +95,11 @@ def peak_memory(config_json, batch, length, what, policy):
     ]
 
 
-def saved_model(directory, repeats):
+def saved_model(directory, repeats, intra_op_threads):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
+    tf.config.threading.set_intra_op_parallelism_threads(int(intra_op_threads))
     translate = tf.saved_model.load(directory).signatures["translate"]
     sentences = [PROBE_SENTENCE] * 32
     answers = {}
@@ -105,7 +108,7 @@ def saved_model(directory, repeats):
         for _ in range(2):
             translate(sentences=batch_sentences)
         times = []
-        for _ in range(int(repeats)):
+        for _ in range(int(repeats) if batch == 1 else max(1, int(repeats) // 4)):
             start = time.perf_counter()
             translate(sentences=batch_sentences)["translation"].numpy()
             times.append(time.perf_counter() - start)

@@ -37,6 +37,10 @@ class Translator(tf.Module):
     the beam size) is how many hypotheses the n-best outputs list. With `sampling` (a
     `kt.Sampling`) each translation is drawn from the model's distribution instead,
     reproducibly for its seed (back-translation); its n-best list is that one translation.
+    `jit_compile=True` compiles the search with XLA, for translating in Python (as
+    `training.evaluate --jit-compile` does): XLA compiles once per batch size and source
+    length rounded up to a multiple of 16, and the translator cannot be saved, since TensorFlow
+    Serving runs without XLA.
     """
 
     def __init__(
@@ -50,6 +54,7 @@ class Translator(tf.Module):
         min_length=1,
         nbest=None,
         sampling=None,
+        jit_compile=False,
         name="translator",
     ):
         super().__init__(name=name)
@@ -83,6 +88,8 @@ class Translator(tf.Module):
         self.min_length = min_length
         self.nbest = nbest
         self.sampling = sampling
+        self.jit_compile = jit_compile
+        self._search = tf.function(self._search_ids, jit_compile=True) if jit_compile else None
         self.translate = tf.function(
             self._translate, input_signature=[tf.TensorSpec([None], tf.string, name="sentences")]
         )
@@ -94,6 +101,12 @@ class Translator(tf.Module):
     def save(self, directory):
         """Writes the SavedModel to `directory`: the tokenizer's model inside, the `translate`
         signature under its own name and as `serving_default`."""
+        if self.jit_compile:
+            raise ValueError(
+                "a Translator with jit_compile=True cannot be saved: its search is an XLA "
+                "cluster, and TensorFlow Serving runs without XLA; save one built with "
+                "jit_compile=False"
+            )
         signatures = {"serving_default": self.translate, "translate": self.translate}
         tf.saved_model.save(self, str(directory), signatures=signatures)
         return directory
@@ -104,10 +117,11 @@ class Translator(tf.Module):
         eos = tf.fill([pieces.nrows(), 1], EOS_ID)
         return tf.concat([pieces, eos], axis=1).to_tensor()
 
-    def _translate(self, sentences):
-        source = self.source_ids(sentences)
+    def _search_ids(self, source):
+        """The n-best ids [B, K, L] and scores [B, K] of source ids [B, S] (K = 1 when
+        sampling)."""
         if self.sampling is None:
-            ids, scores = beam_ids(
+            return beam_ids(
                 self.model,
                 source,
                 self.beam_size,
@@ -116,17 +130,33 @@ class Translator(tf.Module):
                 extra_length=self.extra_length,
                 min_length=self.min_length,
             )
+        ids, scores = sample_ids(
+            self.model,
+            source,
+            self.sampling.seed,
+            self.sampling,
+            max_length=None,
+            extra_length=self.extra_length,
+            min_length=self.min_length,
+        )
+        return ids[:, None], scores[:, None]  # an n-best list of one
+
+    def _search_with_xla(self, source):
+        """_search_ids compiled with XLA on the source padded to a multiple of 16 positions, so
+        that a few shapes need compiling; the outputs are cut back to the unpadded bound (no
+        sentence's own bound changes: they count real tokens)."""
+        length = tf.shape(source)[1]
+        padding = -length % 16
+        ids, scores = self._search(tf.pad(source, [[0, 0], [0, padding]]))
+        bound = tf.minimum(length + self.extra_length, self.model.config.max_length)
+        return ids[:, :, :bound], scores
+
+    def _translate(self, sentences):
+        source = self.source_ids(sentences)
+        if self._search is None:
+            ids, scores = self._search_ids(source)
         else:
-            ids, scores = sample_ids(
-                self.model,
-                source,
-                self.sampling.seed,
-                self.sampling,
-                max_length=None,
-                extra_length=self.extra_length,
-                min_length=self.min_length,
-            )
-            ids, scores = ids[:, None], scores[:, None]  # an n-best list of one
+            ids, scores = self._search_with_xla(source)
         tokens = ids[:, 0]
         nbest_ids = ids[:, : self.nbest]
         nbest_shape = tf.shape(nbest_ids)

@@ -40,8 +40,11 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
         ),
         ("greedy, full recomputation", False),
     }
-    for search in ("greedy", "beam 4"):  # the exported model against XLA, same source ids
-        row = results["saved_model"][search]
+    saved = results["saved_model"]  # the exported model against XLA, same source ids
+    assert {(row["search"], row["intra_op_threads"]) for row in saved} == {
+        (search, threads) for search in ("greedy", "beam 4") for threads in (0, 1)
+    }
+    for row in saved:
         assert row["steps"] > 1 and row["over_xla"] == row["p50_ms"] / row["xla_ms"]
     assert results["padding_efficiency"]["True"] > results["padding_efficiency"]["False"]
     assert results["memory"]["training"]["peak_mib"] > 0

@@ -224,6 +224,10 @@ def test_evaluate_bleu_and_chrf_equal_sacrebleu_on_the_files(saved_number_model,
             "is a directory \\(a SavedModel\\), which decodes as it was exported; --sample needs",
         ),
         (
+            ["--model", "{root}", "--jit-compile"],
+            "is a directory \\(a SavedModel\\), which decodes as it was exported; --jit-compile",
+        ),
+        (
             ["--model", "{root}/model.keras", "--sample", "--top-p", "1.5"],
             "sampling needs temperature >= 0, top_k >= 1 and 0 < top_p <= 1; got temperature="
             "1.0, top_k=None, top_p=1.5",

@@ -326,3 +326,19 @@ def test_translator_lists_fewer_hypotheses_when_asked(number_translator):
     assert out["nbest_translations"][0, 0].numpy().decode() == pairs[0][1]
     with pytest.raises(ValueError, match="nbest must be in 1..beam_size=4, got 5"):
         kt.Translator(model, tokenizer, beam_size=4, nbest=5)
+
+
+def test_xla_translator_translates_as_the_exported_one(number_translator, tmp_path):
+    """jit_compile (for translating in Python) pads the source to a multiple of 16 for XLA and
+    cuts the outputs back: the same translations, scores and token shapes, and no export."""
+    model, tokenizer, pairs = number_translator
+    sentences = tf.constant([source for source, _ in pairs[:6]] + ["", "7 " * 20])
+    plain = kt.Translator(model, tokenizer).translate(sentences)
+    xla_translator = kt.Translator(model, tokenizer, jit_compile=True)
+    compiled = xla_translator.translate(sentences)
+    for name in ("translation", "nbest_translations", "tokens", "source_tokens"):
+        np.testing.assert_array_equal(compiled[name].numpy(), plain[name].numpy(), err_msg=name)
+    for name in ("score", "nbest_scores", "alignment"):
+        np.testing.assert_allclose(compiled[name], plain[name], atol=1e-4, err_msg=name)
+    with pytest.raises(ValueError, match="jit_compile=True cannot be saved: .* without XLA"):
+        xla_translator.save(tmp_path / "xla")

@@ -25,11 +25,14 @@ from training.scoring import (
 )
 
 
-def load_translate(model_path, tokenizer_path=None, beam_size=4, alpha=0.6, sampling=None):
+def load_translate(
+    model_path, tokenizer_path=None, beam_size=4, alpha=0.6, sampling=None, jit_compile=False
+):
     """A translate function for a .keras file (tokenizer.model beside it unless given), a
     step checkpoint of a run (.weights.npz), or a SavedModel (a version directory, or the base
     directory whose highest version is taken; its decoding settings are those it was exported
-    with). `sampling` (a kt.Sampling) samples instead of beam search."""
+    with). `sampling` (a kt.Sampling) samples instead of beam search; `jit_compile` compiles
+    the search with XLA (not for a SavedModel, which runs as it was exported)."""
     import tensorflow as tf
 
     import keras_transformer as kt
@@ -39,11 +42,12 @@ def load_translate(model_path, tokenizer_path=None, beam_size=4, alpha=0.6, samp
     if model_path.is_dir():
         from serving.packaging import latest_version
 
-        if sampling is not None:
-            raise ValueError(
-                f"{model_path} is a directory (a SavedModel), which decodes as it was "
-                "exported; --sample needs a .keras model or a step checkpoint"
-            )
+        for flag, given in (("--sample", sampling is not None), ("--jit-compile", jit_compile)):
+            if given:
+                raise ValueError(
+                    f"{model_path} is a directory (a SavedModel), which decodes as it was "
+                    f"exported; {flag} needs a .keras model or a step checkpoint"
+                )
         saved_model = latest_version(model_path)
         if not (saved_model / "saved_model.pb").is_file():
             raise ValueError(f"{saved_model} holds no saved_model.pb")
@@ -60,7 +64,9 @@ def load_translate(model_path, tokenizer_path=None, beam_size=4, alpha=0.6, samp
     if not tokenizer_path.is_file():
         raise ValueError(f"tokenizer {tokenizer_path} does not exist; pass --tokenizer")
     tokenizer = kt.SubwordTokenizer.load(tokenizer_path)
-    translator = kt.Translator(model, tokenizer, beam_size, alpha, sampling=sampling)
+    translator = kt.Translator(
+        model, tokenizer, beam_size, alpha, sampling=sampling, jit_compile=jit_compile
+    )
     if sampling is not None:
         search = "sampling ({})".format(
             ", ".join(f"{k} {v}" for k, v in sampling._asdict().items())
@@ -69,7 +75,7 @@ def load_translate(model_path, tokenizer_path=None, beam_size=4, alpha=0.6, samp
         search = "greedy search"
     else:
         search = f"beam search (beam {beam_size}, alpha {alpha})"
-    return translator.translate, f"{model_path} with {search}"
+    return translator.translate, f"{model_path} with {search}{', XLA' if jit_compile else ''}"
 
 
 def main(argv=None):
@@ -122,6 +128,12 @@ def main(argv=None):
     parser.add_argument(
         "--alpha", type=float, default=0.6, help="length penalty (default: 0.6, the paper's)"
     )
+    parser.add_argument(
+        "--jit-compile",
+        action="store_true",
+        help="compile the search with XLA (a .keras model or checkpoint; see the README for "
+        "when it is faster)",
+    )
     sampling = parser.add_argument_group(
         "sampling", "draw each translation from the model's distribution (back-translation)"
     )
@@ -171,7 +183,7 @@ def main(argv=None):
         if not pairs:
             raise ValueError("there is nothing to translate (no sentence pairs)")
         translate, description = load_translate(
-            args.model, args.tokenizer, args.beam_size, args.alpha, sampling
+            args.model, args.tokenizer, args.beam_size, args.alpha, sampling, args.jit_compile
         )
     except (ValueError, CorpusError, FileNotFoundError) as error:
         parser.exit(1, f"error: {error}\n")

@@ -47,23 +47,30 @@ def causal_mask(query_length, key_length, start_index=0):
 
 
 class CachePositions(typing.NamedTuple):
-    """Where a decoding call writes into a self-attention cache of length L, and what its T
-    queries see: `start` (the cache_index), `written` boolean [L] (positions start ...
-    start + T - 1) and `visible` boolean [T, L] (§3.2.3's causal mask). A decoder builds them
-    once per step (`cache_positions`) for all its layers."""
+    """Where a decoding call writes T new positions into self-attention caches [B, H, L, d],
+    and what its queries see: `indices` [B * H * T, 3], the (batch, head, position) of every
+    row written, and `visible` boolean [T, L] (§3.2.3's causal mask). A decoder builds them once
+    per step (`cache_positions`) for all its layers."""
 
-    start: typing.Any
-    written: typing.Any
+    indices: typing.Any
     visible: typing.Any
 
 
-def cache_positions(start_index, new_length, cache_length):
-    """CachePositions for `new_length` positions written at `start_index` into a cache of
-    `cache_length` positions."""
+def cache_positions(start_index, new_length, cache_shape):
+    """CachePositions for `new_length` positions written at `start_index` into caches of shape
+    `cache_shape` [B, H, L, d]."""
+    batch, heads, length = cache_shape[0], cache_shape[1], cache_shape[2]
     start = ops.cast(start_index, "int32")
-    positions = ops.arange(cache_length)
-    written = ops.logical_and(positions >= start, positions < start + new_length)
-    return CachePositions(start, written, causal_mask(new_length, cache_length, start))
+    grid = (batch, heads, new_length)
+    indices = ops.stack(
+        [
+            ops.broadcast_to(ops.arange(batch)[:, None, None], grid),
+            ops.broadcast_to(ops.arange(heads)[None, :, None], grid),
+            ops.broadcast_to(start + ops.arange(new_length)[None, None, :], grid),
+        ],
+        axis=-1,
+    )
+    return CachePositions(ops.reshape(indices, (-1, 3)), causal_mask(new_length, length, start))
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -175,7 +182,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if cache is not None and cache_index is not None:
             if not isinstance(cache_index, CachePositions):
                 cache_index = cache_positions(
-                    cache_index, ops.shape(query)[1], ops.shape(cache["key"])[2]
+                    cache_index, ops.shape(query)[1], ops.shape(cache["key"])
                 )
             new_k = self.project_heads(query, self.key_kernel, self.depth_k)
             new_v = self.project_heads(query, self.value_kernel, self.depth_v)
@@ -246,17 +253,14 @@ def require_built(layer):
 
 
 def write_positions(cache, update, positions):
-    """cache [B, H, L, d] with the positions of `positions` (CachePositions) replaced by update
+    """cache [B, H, L, d] with the rows of `positions` (CachePositions) replaced by update
     [B, H, T, d].
 
-    A select against the positions' mask: a core op that keeps the cache's static shape
-    (XLA-friendly) and that TensorFlow Serving runs without XLA kernels. One new position (a
-    decoding step) broadcasts; several are first spread over the cache's length by a gather.
+    A scatter: a core op that TensorFlow Serving runs without XLA and that writes in place where
+    it can (XLA: always), where a select would rewrite the whole cache each step.
     """
-    if update.shape[2] != 1:
-        offsets = ops.arange(ops.shape(cache)[2]) - positions.start
-        update = ops.take(update, ops.clip(offsets, 0, ops.shape(update)[2] - 1), axis=2)
-    return ops.where(positions.written[None, None, :, None], update, cache)
+    rows = ops.reshape(update, (-1, update.shape[-1]))
+    return ops.scatter_update(cache, positions.indices, ops.cast(rows, cache.dtype))
 
 
 def attention_mask_4d(mask, query_shape, key_length, layer_name):

@@ -177,7 +177,7 @@ class Decoder(Stack):
         )
         if cache is not None:  # where every layer writes and looks, computed once
             cache_index = cache_positions(
-                cache_index, keras.ops.shape(x)[1], keras.ops.shape(cache[0]["self"]["key"])[2]
+                cache_index, keras.ops.shape(x)[1], keras.ops.shape(cache[0]["self"]["key"])
             )
         new_cache, all_weights = [], []
         for i, layer in enumerate(self.layers):
