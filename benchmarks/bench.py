@@ -301,11 +301,8 @@ def best_length(ids):
 
 def before_saved_model(before, search, threads):
     """Batch-1 p50 ms of an exported search in an earlier run's results (`--before`), or None."""
-    rows = before["saved_model"]
-    if isinstance(rows, dict):  # the earlier layout: {search: row}, default threads
-        rows = [dict(row, search=name, intra_op_threads=0) for name, row in rows.items()]
-    for row in rows:
-        if (row.get("search"), row.get("intra_op_threads")) == (search, threads):
+    for row in before["saved_model"]:
+        if (row["search"], row["intra_op_threads"]) == (search, threads):
             return row["p50_ms"]
     return None
 
@@ -315,16 +312,10 @@ def on_off(flag):
 
 
 def before_decoding(before, batch, method, xla):
-    """ms/sentence of a decoding row in an earlier run's results (`--before`), or None. Runs
-    written before XLA rows existed count as XLA off."""
+    """ms/sentence of a decoding row in an earlier run's results (`--before`), or None."""
     for setting in before["decoding"]:
-        if setting["batch"] != batch:
-            continue
-        rows = setting["rows"]
-        if isinstance(rows, dict):  # the earlier layout: {method: row}, all XLA off
-            rows = [dict(row, method=name, xla=False) for name, row in rows.items()]
-        for row in rows:
-            if (row["method"], row["xla"]) == (method, xla):
+        for row in setting["rows"]:
+            if (setting["batch"], row["method"], row["xla"]) == (batch, method, xla):
                 return row["ms_per_sentence"]
     return None
 
