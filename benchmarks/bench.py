@@ -252,7 +252,7 @@ def peak_memory(config, batch, length, policy):
     return rows
 
 
-def saved_model_latency(config, repeats, directory):
+def saved_model_latency(config, repeats, directory, thread_settings=(0, 1)):
     """The exported translator (greedy and beam 4, random weights) loaded in a fresh process with
     tensorflow and tensorflow_text only: p50/p99 latency at batch 1 and sentences per second at
     batch 32; beside it, the same model's decoding of the same source ids in this process with
@@ -275,7 +275,7 @@ def saved_model_latency(config, repeats, directory):
     for name, beam_size in (("greedy", 1), ("beam 4", 4)):
         saved = kt.Translator(model, tokenizer, beam_size=beam_size).save(f"{directory}/{name}")
         xla_seconds = median_seconds(lambda name=name: searches[name]().numpy(), repeats)
-        for threads in (0, 1):  # TensorFlow's default (a thread per core), then one
+        for threads in thread_settings:  # 0: TensorFlow's default, a thread per core
             times = run_probe("saved-model", saved, repeats, threads)
             p50 = float(np.percentile(times["1"], 50))
             rows.append(
@@ -618,7 +618,10 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as directory:
         results["saved_model_calls"] = 5 if args.quick else 20
         results["saved_model"] = saved_model_latency(
-            config_of(presets[0][0]), results["saved_model_calls"], directory
+            config_of(presets[0][0]),
+            results["saved_model_calls"],
+            directory,
+            thread_settings=(0,) if args.quick else (0, 1),
         )
     progress.update(4)
     results["padding_efficiency"] = {str(k): v for k, v in padding_efficiency(args.quick).items()}

@@ -42,8 +42,8 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
     }
     saved = results["saved_model"]  # the exported model against XLA, same source ids
     assert {(row["search"], row["intra_op_threads"]) for row in saved} == {
-        (search, threads) for search in ("greedy", "beam 4") for threads in (0, 1)
-    }
+        (search, 0) for search in ("greedy", "beam 4")
+    }  # --quick: TensorFlow's default threads only
     for row in saved:
         assert row["steps"] > 1 and row["over_xla"] == row["p50_ms"] / row["xla_ms"]
     assert results["padding_efficiency"]["True"] > results["padding_efficiency"]["False"]
