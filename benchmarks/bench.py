@@ -541,6 +541,9 @@ def main(argv=None):
         presets = [("base", 500, 50)]  # 25000 target tokens a step, the paper's batch (§5.1)
     else:
         presets = [("small", 32, 32), ("base", 8, 32)]
+    # Each model and decoding setting is traced once on purpose; TensorFlow would warn of
+    # "excessive retracing" across them.
+    tf.get_logger().setLevel("ERROR")
     keras.config.set_dtype_policy("mixed_bfloat16" if bf16 else "float32")
     gpus = tf.config.list_physical_devices("GPU")
     for gpu in gpus:

@@ -65,8 +65,8 @@ def alignment(model, source_ids, tokens):
 def model_step_function(model, memory, source_mask, max_length):
     """A step function over the model's decoder cache, and its initial state.
 
-    step(tokens [N], state, t) -> (float32 logits [N, V], state): the decoder reads the token
-    at position t and predicts position t + 1.
+    step(tokens [N], state, t) -> (float32 log-probabilities [N, V], state): the decoder reads
+    the token at position t and predicts position t + 1.
     """
     full_cache = model.decoder.build_cache(memory, max_length)
     cross = [layer["cross"] for layer in full_cache]
@@ -80,7 +80,7 @@ def model_step_function(model, memory, source_mask, max_length):
             x, None, source_padding_mask=source_mask, cache=cache, cache_index=t, training=False
         )
         logits = model.embedding(out[:, 0], mode="logits", projection=projection)
-        return logits, [layer["self"] for layer in cache]
+        return tf.nn.log_softmax(logits), [layer["self"] for layer in cache]
 
     return step, state
 
@@ -100,17 +100,16 @@ def _prepare(model, source_ids, max_length, extra_length, min_length=0):
     return source_ids, _batch_size(source_ids), max_length, limits, min_lengths
 
 
-def _allowed(scores, t, min_lengths=None):
-    """Logits or log-probabilities [N, V] with pad and bos, never valid outputs, made
-    impossible, and eos too in the rows whose output may not end at step t (t < min_lengths
-    [N])."""
-    vocab_size = scores.shape[-1] or tf.shape(scores)[-1]  # static: the masks fold away
+def _allowed(log_probs, t, min_lengths=None):
+    """log_probs [N, V] with pad and bos, never valid outputs, made impossible, and eos too in
+    the rows whose output may not end at step t (t < min_lengths [N])."""
+    vocab_size = log_probs.shape[-1] or tf.shape(log_probs)[-1]  # static: the masks fold away
     never = tf.one_hot([PAD_ID, BOS_ID], vocab_size, on_value=NEG_INF, off_value=0.0)
-    scores = scores + tf.reduce_sum(never, axis=0)
+    log_probs = log_probs + tf.reduce_sum(never, axis=0)
     if min_lengths is None:
-        return scores
-    too_early = tf.cast(t < min_lengths, scores.dtype)[:, None]
-    return scores + too_early * tf.one_hot(EOS_ID, vocab_size, on_value=NEG_INF, off_value=0.0)
+        return log_probs
+    too_early = tf.cast(t < min_lengths, log_probs.dtype)[:, None]
+    return log_probs + too_early * tf.one_hot(EOS_ID, vocab_size, on_value=NEG_INF, off_value=0.0)
 
 
 def _batch_size(source_ids):
@@ -137,10 +136,10 @@ class GreedyState(typing.NamedTuple):
     cache: list
 
 
-def most_likely(logits, t):
-    """Greedy search's choice: the most likely token of each row of logits [N, V]."""
+def most_likely(log_probs, t):
+    """Greedy search's choice: the most likely token of each row of log_probs [N, V]."""
     del t
-    return tf.argmax(logits, axis=-1, output_type=tf.int32)
+    return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
 
 
 class Sampling(typing.NamedTuple):
@@ -168,13 +167,13 @@ class Sampling(typing.NamedTuple):
 
 
 def sampled(temperature, top_k, top_p, seed):
-    """Sampling's choice at step t: a token drawn from each row of logits [N, V] divided by
+    """Sampling's choice at step t: a token drawn from each row of log_probs [N, V] divided by
     `temperature`, restricted to the `top_k` most likely tokens and to the nucleus, the fewest
     most likely tokens whose probability reaches `top_p` (Holtzman et al., 2020). The draw is a
     function of (seed [2], t) alone, so a seed reproduces it."""
 
-    def choose(logits, t):
-        logits = logits / temperature
+    def choose(log_probs, t):
+        logits = log_probs / temperature
         if top_k is not None:
             kth_best = tf.math.top_k(logits, top_k).values[:, -1:]
             logits = tf.where(logits < kth_best, NEG_INF, logits)
@@ -194,16 +193,14 @@ def sampled(temperature, top_k, top_p, seed):
 def greedy_decode(step, state, batch_size, limits, max_length, min_lengths=None, choose=None):
     """Greedy search over `step`: ids [B, L] (0 after eos) and summed log-probabilities [B].
     Sentence b ends at eos, which is not chosen before step min_lengths[b], or at limits[b].
-    `choose(logits, t)` picks each step's tokens (default `most_likely`; `sampled` samples).
-    The score of a token is its logit less the log-normalizer (log-softmax), computed for the
-    chosen token only."""
+    `choose(log_probs, t)` picks each step's tokens (default `most_likely`; `sampled` samples)."""
     choose = choose or most_likely
 
     def body(s):
-        logits, cache = step(s.last, s.cache, s.step)
-        allowed = _allowed(logits, s.step, min_lengths)
-        next_token = choose(allowed, s.step)
-        gained = tf.gather(allowed, next_token, batch_dims=1) - tf.reduce_logsumexp(logits, -1)
+        log_probs, cache = step(s.last, s.cache, s.step)
+        log_probs = _allowed(log_probs, s.step, min_lengths)
+        next_token = choose(log_probs, s.step)
+        gained = tf.gather(log_probs, next_token, batch_dims=1)
         next_token = tf.where(s.finished, PAD_ID, next_token)
         return GreedyState(
             step=s.step + 1,
@@ -333,9 +330,8 @@ def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha, m
     row_min_lengths = None if min_lengths is None else tf.repeat(min_lengths, k)
 
     def body(s):
-        logits, cache = step(tf.reshape(s.last, [-1]), s.cache, s.step)
-        log_probs = _allowed(tf.nn.log_softmax(logits), s.step, row_min_lengths)
-        log_probs = tf.reshape(log_probs, [batch_size, k, -1])
+        log_probs, cache = step(tf.reshape(s.last, [-1]), s.cache, s.step)
+        log_probs = tf.reshape(_allowed(log_probs, s.step, row_min_lengths), [batch_size, k, -1])
         extensions = _extend(s, log_probs, limits, k)
         finished_tokens, finished_scores = _keep_finished(s, extensions, alpha, k)
         alive_tokens, alive_log_probs, last, cache = _keep_alive(extensions, cache, first_rows, k)
@@ -397,7 +393,8 @@ def _recomputing_step(model, source_ids, batch_size, max_length):
     def step(tokens, prefix, t):
         prefix = _write_column(prefix, tokens, t)
         target = prefix[:, : t + 1]
-        return model({"source": source_ids, "target": target}, training=False)[:, -1], prefix
+        logits = model({"source": source_ids, "target": target}, training=False)[:, -1]
+        return tf.nn.log_softmax(logits), prefix
 
     return step, tf.zeros([batch_size, max_length], tf.int32)
 
