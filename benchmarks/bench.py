@@ -307,6 +307,22 @@ def before_saved_model(before, search, threads):
     return None
 
 
+def table_header(columns, before_unit, before):
+    """The two header lines of a markdown table of `columns` ((name, "l" or "r") pairs: left-
+    or right-aligned), and with `before` the earlier run's figure in `before_unit` and the
+    speed-up over it."""
+    if before:
+        columns = (*columns, (f"before: {before_unit}", "r"), ("speed-up", "r"))
+    names = " | ".join(name for name, _ in columns)
+    rules = " | ".join("---:" if align == "r" else "---" for _, align in columns)
+    return [f"| {names} |", f"| {rules} |"]
+
+
+def before_cells(then, now):
+    """The --before columns of a row: the earlier figure and now's speed-up over it."""
+    return f" {then:.1f} | {then / now:.2f} |" if then else " | |"
+
+
 def on_off(flag):
     return "on" if flag else "off"
 
@@ -405,13 +421,20 @@ def report(results, before=None):
         "prefix has dynamic shapes, which XLA does not compile). Over KerasHub: against the "
         "peer's cached greedy decoding with the same XLA setting." + before_note,
         "",
-        "| batch | decoder steps | method | XLA | sentences/s | ms/sentence | over full "
-        "recomputation | over KerasHub"
-        + (" | before: ms/sentence | speed-up" if before else "")
-        + " |",
-        "| ---: | ---: | --- | --- | ---: | ---: | ---: | ---:"
-        + (" | ---: | ---:" if before else "")
-        + " |",
+        *table_header(
+            (
+                ("batch", "r"),
+                ("decoder steps", "r"),
+                ("method", "l"),
+                ("XLA", "l"),
+                ("sentences/s", "r"),
+                ("ms/sentence", "r"),
+                ("over full recomputation", "r"),
+                ("over KerasHub", "r"),
+            ),
+            "ms/sentence",
+            before,
+        ),
     ]
     for setting in results["decoding"]:
         rows = {(row["method"], row["xla"]): row for row in setting["rows"]}
@@ -426,8 +449,7 @@ def report(results, before=None):
                 f"{over_peer} |"
             )
             if before:
-                then = before_decoding(before, setting["batch"], method, xla)
-                line += f" {then:.1f} | {then / ours:.2f} |" if then else " | |"
+                line += before_cells(before_decoding(before, setting["batch"], method, xla), ours)
             lines.append(line)
     lines += [
         "",
@@ -441,13 +463,20 @@ def report(results, before=None):
         "Threads within an op: TensorFlow's default (one per core) or 1 (TensorFlow Serving's "
         "`--tensorflow_intra_op_parallelism=1`).",
         "",
-        "| search | threads within an op | decoder steps | batch 1 p50 ms | p99 ms | batch 32 "
-        "sentences/s | XLA, ms | SavedModel over XLA"
-        + (" | before: p50 ms | speed-up" if before else "")
-        + " |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---:"
-        + (" | ---: | ---:" if before else "")
-        + " |",
+        *table_header(
+            (
+                ("search", "l"),
+                ("threads within an op", "l"),
+                ("decoder steps", "r"),
+                ("batch 1 p50 ms", "r"),
+                ("p99 ms", "r"),
+                ("batch 32 sentences/s", "r"),
+                ("XLA, ms", "r"),
+                ("SavedModel over XLA", "r"),
+            ),
+            "p50 ms",
+            before,
+        ),
     ]
     for row in results["saved_model"]:
         threads = row["intra_op_threads"] or "default"
@@ -458,7 +487,7 @@ def report(results, before=None):
         )
         if before:
             then = before_saved_model(before, row["search"], row["intra_op_threads"])
-            line += f" {then:.1f} | {then / row['p50_ms']:.2f} |" if then else " | |"
+            line += before_cells(then, row["p50_ms"])
         lines.append(line)
     efficiency = results["padding_efficiency"]
     lines += [
