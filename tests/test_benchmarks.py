@@ -71,3 +71,21 @@ def test_gpu_setting_without_a_gpu_is_refused(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         bench.main(["--gpu", "--output", "-"])
     assert "--gpu: TensorFlow sees no GPU here" in capsys.readouterr().err
+
+
+def test_a_decoding_step_builds_what_its_layers_share_once():
+    """In the exported graph's loop, each decoder layer writes its keys and values with one
+    scatter each, and the positions and causal mask (their Range ops) are built once per step,
+    whatever the depth."""
+    import keras_transformer as kt
+    from benchmarks import step_ops
+
+    def step(num_layers):
+        config = kt.TransformerConfig.preset(
+            "tiny", vocab_size=300, num_layers=num_layers, dropout=0.0
+        )
+        return step_ops.loop_ops(kt.build_transformer(config), beam_size=1)
+
+    one, three = step(1), step(3)
+    assert three["TensorScatterUpdate"] == 2 * 3
+    assert one["Range"] == three["Range"] > 0
