@@ -89,7 +89,9 @@ class Translator(tf.Module):
         self.nbest = nbest
         self.sampling = sampling
         self.jit_compile = jit_compile
-        self._search = tf.function(self._search_ids, jit_compile=True) if jit_compile else None
+        self.compiled_search = (
+            tf.function(self.search_ids, jit_compile=True) if jit_compile else None
+        )
         self.translate = tf.function(
             self._translate, input_signature=[tf.TensorSpec([None], tf.string, name="sentences")]
         )
@@ -117,7 +119,7 @@ class Translator(tf.Module):
         eos = tf.fill([pieces.nrows(), 1], EOS_ID)
         return tf.concat([pieces, eos], axis=1).to_tensor()
 
-    def _search_ids(self, source):
+    def search_ids(self, source):
         """The n-best ids [B, K, L] and scores [B, K] of source ids [B, S] (K = 1 when
         sampling)."""
         if self.sampling is None:
@@ -141,22 +143,22 @@ class Translator(tf.Module):
         )
         return ids[:, None], scores[:, None]  # an n-best list of one
 
-    def _search_with_xla(self, source):
-        """_search_ids compiled with XLA on the source padded to a multiple of 16 positions, so
+    def xla_search_ids(self, source):
+        """search_ids compiled with XLA on the source padded to a multiple of 16 positions, so
         that a few shapes need compiling; the outputs are cut back to the unpadded bound (no
         sentence's own bound changes: they count real tokens)."""
         length = tf.shape(source)[1]
         padding = -length % 16
-        ids, scores = self._search(tf.pad(source, [[0, 0], [0, padding]]))
+        ids, scores = self.compiled_search(tf.pad(source, [[0, 0], [0, padding]]))
         bound = tf.minimum(length + self.extra_length, self.model.config.max_length)
         return ids[:, :, :bound], scores
 
     def _translate(self, sentences):
         source = self.source_ids(sentences)
-        if self._search is None:
-            ids, scores = self._search_ids(source)
+        if self.compiled_search is None:
+            ids, scores = self.search_ids(source)
         else:
-            ids, scores = self._search_with_xla(source)
+            ids, scores = self.xla_search_ids(source)
         tokens = ids[:, 0]
         nbest_ids = ids[:, : self.nbest]
         nbest_shape = tf.shape(nbest_ids)
