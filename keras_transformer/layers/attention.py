@@ -145,9 +145,11 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_kernel = kernel("output_kernel", (heads * self.depth_v, d_model))
 
     def project_heads(self, x, kernel, depth):
-        """x W as [B, H, T, depth] for x [B, T, d]: one einsum, no reshape of x."""
-        kernel = ops.reshape(ops.cast(kernel, self.compute_dtype), (-1, self.num_heads, depth))
-        return ops.einsum("btd,dhk->bhtk", ops.cast(x, self.compute_dtype), kernel)
+        """x W as [B, H, T, depth] for x [B, T, d]: one 2-D matmul over all positions."""
+        rows = ops.reshape(ops.cast(x, self.compute_dtype), (-1, x.shape[-1]))
+        projected = ops.matmul(rows, ops.cast(kernel, self.compute_dtype))
+        projected = ops.reshape(projected, (*batch_and_length(x, 1), self.num_heads, depth))
+        return ops.transpose(projected, (0, 2, 1, 3))
 
     def memory_cache(self, memory):
         """The projected keys and values of `memory` [B, S, d_memory], computed once per source."""
@@ -208,11 +210,12 @@ class MultiHeadAttention(keras.layers.Layer):
         context, weights = scaled_dot_product_attention(
             q, k, v, mask=mask, dropout=self.weights_dropout, training=training
         )
-        # Concat(head_1, ..., head_h) W^O, as one einsum over the heads and their depth.
-        output_kernel = ops.reshape(
-            ops.cast(self.output_kernel, self.compute_dtype), (self.num_heads, self.depth_v, -1)
+        # Concat(head_1, ..., head_h) W^O: the heads side by side, one 2-D matmul.
+        heads = ops.reshape(
+            ops.transpose(context, (0, 2, 1, 3)), (-1, self.num_heads * self.depth_v)
         )
-        outputs = ops.einsum("bhtv,hvd->btd", context, output_kernel)
+        outputs = ops.matmul(heads, ops.cast(self.output_kernel, self.compute_dtype))
+        outputs = ops.reshape(outputs, (*batch_and_length(context, 2), self.d_model))
 
         results = (outputs,)
         if cache_index is not None:
@@ -242,6 +245,13 @@ def head_depth(explicit, d_model, num_heads, name):
             f"num_heads={num_heads}; set {name} explicitly"
         )
     return d_model // num_heads
+
+
+def batch_and_length(x, length_axis):
+    """The batch size and length of x as a reshape wants them: static sizes as ints, a dynamic
+    length as a tensor, and a dynamic batch as -1 (no shape op for it)."""
+    batch = x.shape[0] if x.shape[0] is not None else -1
+    return batch, ops.shape(x)[length_axis]
 
 
 def require_built(layer):
