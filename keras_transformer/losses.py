@@ -9,11 +9,15 @@ from keras_transformer.ids import PAD_ID
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class LabelSmoothedCrossEntropy(keras.losses.Loss):
     """Cross-entropy against the smoothed target q = (1 - eps) * onehot(y) + eps / V (§5.4,
-    label smoothing of Szegedy et al.), averaged over the non-padding tokens of the batch.
+    label smoothing of Szegedy et al.), normalised by the number of real (non-padding) target
+    tokens.
 
-    y_true: int [B, T] (0 = padding); y_pred: logits [B, T, V]. Under tf.distribute each
-    replica averages over its own tokens and Keras averages the replicas; token-budget batches
-    (§5.1) give every replica about the same number of tokens.
+    y_true: int [B, T] (0 = padding); y_pred: logits [B, T, V]. Without `sample_weight` the
+    loss is the mean over the batch's real tokens; under tf.distribute each replica takes the
+    mean over its own tokens and Keras averages the replicas. With token weights
+    `sample_weight` [B, T] it is sum_t w_t * loss_t (padding excluded), which
+    `kt.data.weigh_tokens` makes the exact mean over every real token of one update: all
+    replicas, all accumulated micro-batches.
     """
 
     def __init__(self, label_smoothing=0.1, name="label_smoothed_cross_entropy"):
@@ -22,23 +26,39 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
         self.label_smoothing = label_smoothing
 
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        if sample_weight is None:
+            return super().__call__(y_true, y_pred)
+        if len(sample_weight.shape) != 2:
+            raise ValueError(
+                "LabelSmoothedCrossEntropy takes token weights [batch, target_length] "
+                f"(kt.data.weigh_tokens); got sample_weight of shape {tuple(sample_weight.shape)}"
+            )
+        with keras.name_scope(self.name):
+            losses, real = self.token_losses(y_true, y_pred)
+            weights = ops.where(real, ops.cast(sample_weight, "float32"), 0.0)
+            return ops.sum(losses * weights)
+
     def call(self, y_true, y_pred):
+        # Keras divides the sum by B*T; weight real tokens by B*T / count so the result is
+        # the mean over real tokens (the reduction Keras itself applies to masked losses).
+        losses, real = self.token_losses(y_true, y_pred)
+        count = ops.sum(ops.cast(real, "float32"))
+        total = ops.cast(ops.size(real), "float32")
+        return ops.where(real, losses * ops.divide_no_nan(total, count), 0.0)
+
+    def token_losses(self, y_true, y_pred):
+        """(-sum_k q_k log p_k for every position [B, T], real-token mask [B, T])."""
         labels = ops.cast(y_true, "int32")
         log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
-        # -sum_k q_k log p_k with q built densely: on a CPU this is about twice as fast, forward
-        # and backward, as gathering log p_y (whose gradient scatters into a [B, T, V] tensor).
+        # q built densely: on a CPU this is about twice as fast, forward and backward, as
+        # gathering log p_y (whose gradient scatters into a [B, T, V] tensor).
         vocab_size = y_pred.shape[-1]
         smoothed = (
             ops.one_hot(labels, vocab_size) * (1.0 - self.label_smoothing)
             + self.label_smoothing / vocab_size
         )
-        losses = -ops.sum(smoothed * log_probs, axis=-1)
-        # Keras divides the sum by B*T; weight real tokens by B*T / count so the result is
-        # the mean over real tokens (the reduction Keras itself applies to masked losses).
-        real = ops.not_equal(labels, PAD_ID)
-        count = ops.sum(ops.cast(real, "float32"))
-        total = ops.cast(ops.size(labels), "float32")
-        return ops.where(real, losses * ops.divide_no_nan(total, count), 0.0)
+        return -ops.sum(smoothed * log_probs, axis=-1), ops.not_equal(labels, PAD_ID)
 
     def get_config(self):
         return {"name": self.name, "label_smoothing": self.label_smoothing}

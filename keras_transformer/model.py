@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer import compat
+from keras_transformer.accumulation import ACCUMULATION
 from keras_transformer.config import TransformerConfig
 from keras_transformer.ids import PAD_ID
 from keras_transformer.layers import Decoder, Encoder, SharedEmbedding
@@ -14,12 +15,13 @@ STACK_FIELDS = ("num_layers", "num_heads", "d_ff", *OPTIONS, "positional", "max_
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Transformer(*compat.TRAINER_FIXES, keras.Model):
+class Transformer(*compat.TRAINER_FIXES, ACCUMULATION, keras.Model):
     """The encoder-decoder Transformer (Figure 1) as a functional Keras model.
 
     Inputs {"source": int [B, S], "target": int [B, T]} (0 = padding; the target is shifted
     right, starting with bos); output float32 logits [B, T, vocab_size]. The sub-layers are
-    reachable as `embedding`, `encoder` and `decoder` for incremental decoding. Under the
+    reachable as `embedding`, `encoder` and `decoder` for incremental decoding. `compile` takes
+    `accumulate_steps` (gradient accumulation, `accumulation.GradientAccumulation`). Under the
     TensorFlow backend it carries `compat.TRAINER_FIXES` (tf.distribute workarounds).
     """
 

@@ -55,10 +55,15 @@ def main(command, path, *rest):
         )
         losses = history.history.get("loss", [])
         model.save(path)
+        try:  # gradient accumulation is TensorFlow's training step
+            model.compile(optimizer="adam", loss=kt.LabelSmoothedCrossEntropy(), accumulate_steps=2)
+            accumulation = "accepted"
+        except ValueError as error:
+            accumulation = str(error)
     else:
         model = keras.saving.load_model(path)
         inputs, _ = fixed_inputs(model.config.vocab_size)
-        losses = []
+        losses, accumulation = [], ""
     logits = keras.ops.convert_to_numpy(model(inputs))
     tensorflow_imported = any(name.split(".")[0] == "tensorflow" for name in sys.modules)
     refusals = []
@@ -75,6 +80,7 @@ def main(command, path, *rest):
         losses=np.array(losses),
         tensorflow_imported=tensorflow_imported,
         refusals=np.array(refusals, dtype=str),
+        accumulation=accumulation,
         **{f"weight_{i}": keras.ops.convert_to_numpy(w) for i, w in enumerate(model.weights)},
     )
 

@@ -53,6 +53,12 @@ def test_the_model_trains_without_tensorflow(backend, tmp_path):
     assert len(refusals) == len(kt.TENSORFLOW_ONLY)
     assert all("needs TensorFlow and tensorflow-text" in refusal for refusal in refusals)
     assert any(refusal.startswith("keras_transformer.Translator ") for refusal in refusals)
+    assert str(trained["accumulation"]) == (
+        "accepted"
+        if backend == "jax"
+        else "accumulate_steps > 1 (gradient accumulation) needs the TensorFlow or JAX backend; "
+        f"Keras runs on {backend}"
+    )
 
 
 def assert_same_weights(saved, loaded):

@@ -181,12 +181,14 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
 
 
 def test_trained_under_jax_then_evaluated_and_exported_by_tensorflow(number_data, tmp_path):
-    """The README's recipe: train under KERAS_BACKEND=jax, then score and export model.keras
-    with the TensorFlow programs."""
+    """The README's recipe: train under KERAS_BACKEND=jax (with gradient accumulation), then
+    score and export model.keras with the TensorFlow programs."""
     out, export = tmp_path / "run", tmp_path / "export"
     steps = ["--steps", "40", "--steps-per-epoch", "20", "--checkpoint-every", "10"]
+    steps += ["--accumulate-steps", "2"]
     trained = run_program(tiny_run(number_data, out, *steps), env={"KERAS_BACKEND": "jax"})
     assert "Keras backend jax" in trained.stderr and "XLA on" in trained.stderr
+    assert "2 micro-batches per update" in trained.stderr
     assert "--bleu-sentences: translating needs the TensorFlow backend" in trained.stderr
     assert f"python -m serving.export --model {out / 'model.keras'}" in trained.stdout
     assert not (out / "export").exists()
@@ -243,6 +245,8 @@ def test_trained_under_jax_then_evaluated_and_exported_by_tensorflow(number_data
             "reads the cluster from the TF_CONFIG environment variable",
         ),
         (["--keep-checkpoints", "0"], "--keep-checkpoints must be at least 1"),
+        (["--accumulate-steps", "0"], "--accumulate-steps must be at least 1 (1: no accumulation)"),
+        (["--checkpoint-minutes", "0"], "--checkpoint-minutes must be positive"),
         (["--tokenizer", "/no/such.model"], "--tokenizer /no/such.model: no such file"),
         (["--tokenizer", str(ROOT / "README.md")], "README.md: not a sentencepiece model"),
         (["--phrases"], "--phrases adds the Ding dictionary's phrase pairs; --dataset 'tsv:"),
@@ -339,9 +343,20 @@ def test_mixed_bfloat16_trains_without_nan(number_data, tmp_path, capsys):
 
 
 def test_killed_run_resumes_from_its_backup(number_data, tmp_path):
+    """With gradient accumulation: steps, epochs and checkpoints count updates, also after the
+    resume."""
     out = tmp_path / "run"
     args = tiny_run(
-        number_data, out, "--steps", "200", "--steps-per-epoch", "20", "--bleu-sentences", "0"
+        number_data,
+        out,
+        "--steps",
+        "200",
+        "--steps-per-epoch",
+        "20",
+        "--bleu-sentences",
+        "0",
+        "--accumulate-steps",
+        "2",
     )
     process = subprocess.Popen(
         [sys.executable, "-m", "training.train", *args],
@@ -370,6 +385,51 @@ def test_killed_run_resumes_from_its_backup(number_data, tmp_path):
     assert completed.stdout.count("/20 - ") == 10 - backed_up  # only the missing epochs are trained
     assert "training stopped at step 200" in completed.stderr
     assert checkpoints_steps(out) == [120, 140, 160, 180, 200]
+
+
+def test_accumulated_updates_and_checkpoints_every_few_minutes(
+    number_data, tmp_path, capsys, monkeypatch
+):
+    """--accumulate-steps 2: the steps, the learning rate and TensorBoard's axis count updates.
+    --checkpoint-minutes 1 alone: a checkpoint whenever a minute passed since the last (the
+    clock below advances 10 s at each reading: one at the start, one per step), and one at the
+    end."""
+    from training import callbacks
+
+    out = tmp_path / "run"
+    monkeypatch.setattr(callbacks, "time", SteppingClock())
+    args = ["--steps", "14", "--steps-per-epoch", "7", "--bleu-sentences", "0"]
+    args += ["--accumulate-steps", "2", "--checkpoint-minutes", "1", "--keep-checkpoints", "9"]
+    train.main(tiny_run(number_data, out, *args))
+    printed = capsys.readouterr()
+    assert "2 micro-batches per update" in printed.err
+    assert printed.out.count("/7 - ") == 2 and "training stopped at step 14" in printed.err
+    assert checkpoints_steps(out) == [6, 12, 14]
+    train_logs = summaries(out / "logs" / "train")
+    assert [step for step, _ in train_logs["batch_loss"][1]] == list(range(1, 15))
+    rates = dict(scalar_values(train_logs["epoch_learning_rate"][1]))
+    assert rates[1] == pytest.approx(64**-0.5 * 15 * 1000**-1.5, rel=1e-5)  # Eq. 3, update 15
+
+
+def test_deterministic_runs_are_bitwise_identical(number_data, tmp_path):
+    """--deterministic, with dropout, two replicas and accumulation: the same losses and the
+    same weights, bit for bit."""
+    runs = []
+    for name in ("first", "second"):
+        out = tmp_path / name
+        args = ["--steps", "6", "--steps-per-epoch", "3", "--bleu-sentences", "0"]
+        args += ["--accumulate-steps", "2", "--strategy", "mirrored", "--cpu-devices", "2"]
+        completed = run_program(tiny_run(number_data, out, *args, "--deterministic"))
+        assert "deterministic ops" in completed.stderr
+        losses = summaries(out / "logs" / "train")["batch_loss"][1]
+        runs.append(
+            (
+                [proto.SerializeToString() for _, proto in losses],
+                [path.read_bytes() for path in sorted((out / "checkpoints").iterdir())],
+            )
+        )
+    assert len(runs[0][0]) == 6 and len(runs[0][1]) == 2
+    assert runs[0] == runs[1]
 
 
 class SteppingClock:

@@ -98,9 +98,11 @@ class Backup(keras.callbacks.Callback):
 
 
 class StepCheckpoints(keras.callbacks.Callback):
-    """Writes the weights every `every` steps and at the end, keeping the last `keep`."""
+    """Writes the weights every `every` steps, whenever `minutes` of training passed since the
+    last checkpoint (§6.1: the paper wrote one every 10 minutes), and at the end, keeping the
+    last `keep`. `every` or `minutes` may be None."""
 
-    def __init__(self, directory, every, keep, chief=True):
+    def __init__(self, directory, every, keep, chief=True, minutes=None):
         super().__init__()
         self.directory, self.every, self.keep, self.chief = (
             pathlib.Path(directory),
@@ -108,10 +110,13 @@ class StepCheckpoints(keras.callbacks.Callback):
             keep,
             chief,
         )
+        self.seconds = minutes * 60 if minutes else None
 
     def on_train_begin(self, logs=None):
         """A resumed run drops the checkpoints its killed predecessor wrote after the backup:
         they belong to steps it will train again."""
+        if self.seconds:
+            self.last_time = time.monotonic()
         if self.chief:
             for path in checkpoints.list_checkpoints(self.directory):
                 if checkpoints.step_of(path) > current_step(self.model):
@@ -127,7 +132,12 @@ class StepCheckpoints(keras.callbacks.Callback):
             old.unlink()
 
     def on_train_batch_end(self, batch, logs=None):
-        if current_step(self.model) % self.every == 0:
+        due = bool(self.every) and current_step(self.model) % self.every == 0
+        if self.seconds:
+            now = time.monotonic()
+            if due or now - self.last_time >= self.seconds:
+                due, self.last_time = True, now
+        if due:
             self.save()
 
     def on_train_end(self, logs=None):

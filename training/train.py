@@ -20,6 +20,9 @@ from training.console import add_verbose_flag
 from training.datasets import SPEC_HELP
 
 DEFAULT_VOCAB_SIZE = 8000
+# §6.1: base models trained 100k steps and averaged their last 5 checkpoints, big models 300k
+# steps and their last 20 (written every 10 minutes). Other presets take the base values.
+PAPER_TRAINING = {"base": (100000, 5), "big": (300000, 20)}
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -105,8 +108,9 @@ def build_parser():
         "--tokens-per-batch",
         type=int,
         default=None,
-        help="global budget of source tokens and of target tokens per batch, split across "
-        "replicas (§5.1; default: the preset's, 25000 for base)",
+        help="global budget of source tokens and of target tokens per batch, i.e. per update, "
+        "split across replicas and --accumulate-steps micro-batches (§5.1; default: the "
+        "preset's, 25000 for base)",
     )
     data.add_argument(
         "--max-length",
@@ -120,7 +124,8 @@ def build_parser():
         "--steps",
         type=int,
         default=None,
-        help="training steps (default 100000, the paper's base model)",
+        help="training steps, i.e. updates (default: the paper's, 100000 for base, 300000 for "
+        "big, §6.1; 100000 for other presets)",
     )
     length.add_argument(
         "--epochs", type=int, default=None, help="passes over the training data, instead of --steps"
@@ -132,16 +137,33 @@ def build_parser():
         help="steps per Keras epoch: the interval of the backup, BLEU and epoch summaries",
     )
     schedule.add_argument(
+        "--accumulate-steps",
+        type=int,
+        default=1,
+        help="run each batch as this many micro-batches whose summed gradients make one update "
+        "(gradient accumulation): the paper's batch in a fraction of the memory; the same "
+        "updates as without it",
+    )
+    schedule.add_argument(
         "--checkpoint-every",
         type=int,
         default=None,
-        help="steps between checkpoints (default: --steps-per-epoch)",
+        help="steps between checkpoints (default: --steps-per-epoch, unless --checkpoint-minutes "
+        "is given)",
+    )
+    schedule.add_argument(
+        "--checkpoint-minutes",
+        type=float,
+        default=None,
+        help="also write a checkpoint whenever this many minutes of training passed since the "
+        "last one (the paper: 10, §6.1)",
     )
     schedule.add_argument(
         "--keep-checkpoints",
         type=int,
-        default=5,
-        help="checkpoints kept and averaged at the end (§6.1)",
+        default=None,
+        help="checkpoints kept and averaged at the end (default: the paper's, 5 for base, 20 "
+        "for big, §6.1; 5 for other presets)",
     )
     schedule.add_argument(
         "--max-minutes",
@@ -151,6 +173,12 @@ def build_parser():
     )
     schedule.add_argument(
         "--seed", type=int, default=0, help="seed of weights, dropout and data order"
+    )
+    schedule.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="make TensorFlow's ops deterministic (tf.config.experimental."
+        "enable_op_determinism): the same command gives bitwise the same run, somewhat slower",
     )
     evaluation = parser.add_argument_group("evaluation and export")
     evaluation.add_argument(
@@ -292,10 +320,7 @@ def setup(args):
     from training.run_dir import check_settings, save_settings
 
     overrides = parse_overrides(args.overrides)
-    if args.keep_checkpoints < 1:
-        raise ValueError(
-            "--keep-checkpoints must be at least 1 (the last checkpoints are averaged)"
-        )
+    check_schedule(args)
     if args.tokens_per_batch:
         overrides["tokens_per_batch"] = args.tokens_per_batch
     out_dir = args.output_dir
@@ -341,6 +366,10 @@ def setup(args):
         settings["phrases"] = {"sentence_repeats": args.sentence_repeats}
     check_settings(out_dir, settings)
     keras.utils.set_random_seed(args.seed)
+    if args.deterministic:
+        import tensorflow as tf
+
+        tf.config.experimental.enable_op_determinism()
     tokenizer = prepare_tokenizer(args, dataset, out_dir, config.vocab_size, chief, strategy)
     if (
         tokenizer.vocab_size != config.vocab_size
@@ -357,12 +386,47 @@ def setup(args):
     return config, strategy, policy, dataset, tokenizer, chief
 
 
+def check_schedule(args):
+    """Fills in §6.1's --steps and --keep-checkpoints for the preset; refuses values that
+    cannot work, naming the flag."""
+    import keras
+
+    from keras_transformer.accumulation import BACKENDS as ACCUMULATING_BACKENDS
+
+    steps, keep = PAPER_TRAINING.get(args.preset, PAPER_TRAINING["base"])
+    if args.steps is None and args.epochs is None:
+        args.steps = steps
+    if args.keep_checkpoints is None:
+        args.keep_checkpoints = keep
+    if args.keep_checkpoints < 1:
+        raise ValueError(
+            "--keep-checkpoints must be at least 1 (the last checkpoints are averaged)"
+        )
+    if args.accumulate_steps < 1:
+        raise ValueError("--accumulate-steps must be at least 1 (1: no accumulation)")
+    if args.checkpoint_minutes is not None and not args.checkpoint_minutes > 0:
+        raise ValueError("--checkpoint-minutes must be positive")
+    backend = keras.backend.backend()
+    if args.accumulate_steps > 1 and backend not in ACCUMULATING_BACKENDS:
+        raise ValueError(
+            f"--accumulate-steps: gradient accumulation runs on TensorFlow and JAX, not on "
+            f"{backend}; use --accumulate-steps 1 with a smaller --tokens-per-batch"
+        )
+    if args.deterministic and backend != "tensorflow":
+        raise ValueError(
+            f"--deterministic sets TensorFlow's op determinism; under {backend} leave it out "
+            "(XLA on CPUs is deterministic; on GPUs set "
+            "XLA_FLAGS=--xla_gpu_deterministic_ops=true)"
+        )
+
+
 def make_training_batches(args, config, dataset, tokenizer, strategy, seed):
     """Repeated, shuffled, bucketed batches of the global token budget, in multiples of the
-    replica count (each replica gets an equal share); sharded by data across workers."""
+    replica count times --accumulate-steps (each replica gets an equal share, cut into equal
+    micro-batches), weighted for exact token normalisation; sharded by data across workers."""
     import tensorflow as tf
 
-    from keras_transformer.data import make_batches
+    from keras_transformer.data import make_batches, weigh_tokens
 
     batches = make_batches(
         dataset.read("train", shuffle_files=True, seed=seed),
@@ -371,12 +435,12 @@ def make_training_batches(args, config, dataset, tokenizer, strategy, seed):
         args.max_length,
         seed=seed,
         repeat=True,
-        batch_size_multiple=strategy.num_replicas_in_sync,
+        batch_size_multiple=strategy.num_replicas_in_sync * args.accumulate_steps,
         static_shapes=not on_tensorflow(),  # JAX compiles one XLA program per batch shape
     )
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return batches.with_options(options)
+    return weigh_tokens(batches).with_options(options)
 
 
 def plan_epochs(args, config, dataset, tokenizer):
@@ -390,7 +454,7 @@ def plan_epochs(args, config, dataset, tokenizer):
         print(f"training data ({dataset.spec}, train split): {report}", file=sys.stderr)
         if args.epochs:
             return args.epochs, report.batches
-    steps = args.steps or 100000
+    steps = args.steps
     steps_per_epoch = min(args.steps_per_epoch, steps)
     epochs = math.ceil(steps / steps_per_epoch)
     if epochs * steps_per_epoch != steps:
@@ -421,7 +485,11 @@ def build_callbacks(args, out_dir, tokenizer, dataset, chief, steps_per_epoch):
         ),  # first: nothing after it saves a NaN state
         callbacks.Backup(backup_dir, chief),
         callbacks.StepCheckpoints(
-            checkpoint_dir, args.checkpoint_every or steps_per_epoch, args.keep_checkpoints, chief
+            checkpoint_dir,
+            args.checkpoint_every or (None if args.checkpoint_minutes else steps_per_epoch),
+            args.keep_checkpoints,
+            chief,
+            minutes=args.checkpoint_minutes,
         ),
     ]
     if chief:
@@ -509,8 +577,15 @@ def train_model(args, config, strategy, policy, dataset, tokenizer, chief):
     jit_compile = args.jit_compile or keras.backend.backend() == "jax"  # else eager under JAX
     print(
         f"Keras backend {keras.backend.backend()}, {type(strategy).__name__} with "
-        f"{strategy.num_replicas_in_sync} replica(s), dtype policy {policy}, "
-        f"XLA {'on' if jit_compile else 'off'}; run directory {out_dir}",
+        f"{strategy.num_replicas_in_sync} replica(s), "
+        + (
+            f"{args.accumulate_steps} micro-batches per update, "
+            if args.accumulate_steps > 1
+            else ""
+        )
+        + f"dtype policy {policy}, XLA {'on' if jit_compile else 'off'}"
+        + (", deterministic ops" if args.deterministic else "")
+        + f"; run directory {out_dir}",
         file=sys.stderr,
     )
     epochs, steps_per_epoch = plan_epochs(args, config, dataset, tokenizer)
@@ -524,6 +599,7 @@ def train_model(args, config, strategy, policy, dataset, tokenizer, chief):
             loss=kt.LabelSmoothedCrossEntropy(config.label_smoothing),
             metrics=[kt.MaskedAccuracy(name="accuracy")],
             jit_compile=jit_compile,
+            accumulate_steps=args.accumulate_steps,
         )
         initial_epoch = Backup.restore(model, out_dir / "backup")
     if initial_epoch:

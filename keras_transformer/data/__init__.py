@@ -7,6 +7,7 @@ from keras_transformer.data.batching import (
     bucket_boundaries,
     make_batches,
     pipeline_report,
+    weigh_tokens,
 )
 from keras_transformer.data.corpus import (
     Corpus,
@@ -30,4 +31,5 @@ __all__ = [
     "read_translate_folder",
     "read_tsv",
     "tfds_languages",
+    "weigh_tokens",
 ]

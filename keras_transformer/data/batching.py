@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.ids import BOS_ID, EOS_ID
+from keras_transformer.ids import BOS_ID, EOS_ID, PAD_ID
 
 AUTOTUNE = tf.data.AUTOTUNE
 KEPT, EMPTY, TOO_LONG = 0, 1, 2
@@ -124,6 +124,25 @@ def make_batches(
     else:
         dataset = dataset.padded_batch(pairs_per_batch(max_length))
     return dataset.prefetch(AUTOTUNE)
+
+
+def weigh_tokens(batches):
+    """(inputs, target_out) batches -> (inputs, target_out, weights): the loss weights of exact
+    token normalisation.
+
+    weights [B, T] float32 are 1 / n on real target tokens and 0 on padding, n counting the
+    batch's real target tokens. `LabelSmoothedCrossEntropy` sums w * loss, and gradients are
+    summed over the replicas that tf.distribute splits a batch across and over the
+    micro-batches of gradient accumulation (`Transformer.compile(accumulate_steps=...)`): each
+    update then follows the mean loss over all the real tokens of its batch, however unequally
+    they fall on replicas and micro-batches.
+    """
+
+    def weigh(inputs, labels):
+        real = tf.cast(tf.not_equal(labels, PAD_ID), tf.float32)
+        return inputs, labels, tf.math.divide_no_nan(real, tf.reduce_sum(real))
+
+    return batches.map(weigh, num_parallel_calls=AUTOTUNE)
 
 
 @dataclasses.dataclass

@@ -1,0 +1,225 @@
+"""Gradient accumulation and exact token normalisation: an update from micro-batches, from
+replicas, or from both is the update of one step on the whole batch, with unequal token counts,
+under TensorFlow and JAX."""
+
+import contextlib
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+
+import keras_transformer as kt
+
+TESTS = pathlib.Path(__file__).resolve().parent
+
+# Two logical CPUs must be set before TensorFlow initializes: this runs in a fresh process.
+MIRRORED_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    sys.path.insert(0, sys.argv[1])
+    from test_accumulation import difference, fixed_batches, train
+
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    initial, batches = fixed_batches()
+    runs = {
+        "whole": train(initial, batches, 1),
+        "accumulated": train(initial, batches, 2),
+        "mirrored": train(initial, batches, 1, strategy=mirrored),
+        "both": train(initial, batches, 2, strategy=mirrored),
+        "both_unweighted": train(initial, batches, 2, weigh=False, strategy=mirrored),
+    }
+    whole = runs["whole"][0]
+    result = {
+        name: {"difference": difference(weights, whole), "losses": losses}
+        for name, (weights, losses) in runs.items()
+    }
+    result["moved"] = difference(initial, whole)
+    print("RESULT " + json.dumps(result))
+    """
+)
+
+JAX_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    sys.path.insert(0, sys.argv[1])
+    import keras
+    from test_accumulation import difference, fixed_batches, train
+
+    initial, batches = fixed_batches()
+    whole, losses = train(initial, batches, 1)
+    accumulated, accumulated_losses = train(initial, batches, 2)
+    unweighted, _ = train(initial, batches, 2, weigh=False)
+    initial_6, batches_6 = fixed_batches(batches=2, rows=6)
+    padded = difference(train(initial_6, batches_6, 4)[0], train(initial_6, batches_6, 1)[0])
+    print("RESULT " + json.dumps({
+        "backend": keras.backend.backend(),
+        "accumulated": difference(accumulated, whole),
+        "losses": [losses, accumulated_losses],
+        "unweighted": difference(unweighted, whole),
+        "padded": padded,
+    }))
+    """
+)
+
+
+def fixed_batches(batches=3, rows=16):
+    """Initial weights of a tiny model, and `batches` batches of `rows` pairs whose quarters
+    hold unequal numbers of real target tokens (rows 0-3 of every 8 are short): the two
+    micro-batches of a batch differ, and so do the halves each replica gets."""
+    rng = np.random.default_rng(0)
+    source = rng.integers(4, 20, (batches, rows, 6)).astype("int32")
+    target = rng.integers(4, 20, (batches, rows, 5)).astype("int32")
+    lengths = rng.integers(2, 6, (batches, rows))
+    lengths[:, 0:4] = lengths[:, 8:12] = 2
+    target[:, :, 0] = 2
+    target[np.arange(5) >= lengths[..., None]] = 0
+    labels = np.concatenate([target[..., 1:], np.zeros_like(target[..., :1])], -1)
+    labels[np.arange(5) == lengths[..., None] - 1] = 3
+    keras.utils.set_random_seed(0)
+    initial = kt.build_transformer(tiny_config()).get_weights()
+    return initial, ({"source": source, "target": target}, labels)
+
+
+def tiny_config():
+    return kt.TransformerConfig.preset("tiny", vocab_size=20, dropout=0.0)
+
+
+def train(initial, batches, accumulate_steps, weigh=True, strategy=None):
+    """Weights after one update per batch (fit on arrays, batches in order), and the losses
+    logged. Token weights are computed batch by batch as `kt.data.weigh_tokens` does."""
+    inputs, labels = batches
+    count, rows = labels.shape[:2]
+    real = (labels != 0).astype("float32")
+    weights = real / real.sum(axis=(1, 2), keepdims=True)
+    config = tiny_config()
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        model = kt.build_transformer(config)
+        model.compile(
+            # SGD: weights differ as the gradients do. Adam's first updates move each weight by
+            # about the learning rate whatever its gradient's size, so a gradient that is zero
+            # but for rounding (which the order of a sum changes) would move weights by 1e-4.
+            optimizer=keras.optimizers.SGD(1.0),
+            loss=kt.LabelSmoothedCrossEntropy(),
+            accumulate_steps=accumulate_steps,
+        )
+    model.set_weights(initial)
+    history = model.fit(
+        {name: ids.reshape(count * rows, -1) for name, ids in inputs.items()},
+        labels.reshape(count * rows, -1),
+        sample_weight=weights.reshape(count * rows, -1) if weigh else None,
+        batch_size=rows,
+        shuffle=False,
+        verbose=0,
+    )
+    assert (
+        int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == count
+    )  # updates, not micro-batches
+    return model.get_weights(), history.history["loss"]
+
+
+def difference(weights, others):
+    return max(float(np.max(np.abs(a - b))) for a, b in zip(weights, others))
+
+
+def run_script(script, env=None):
+    completed = subprocess.run(
+        [sys.executable, "-c", script, str(TESTS)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
+    assert completed.returncode == 0 and lines, completed.stderr[-3000:]
+    return json.loads(lines[0][len("RESULT ") :])
+
+
+def test_accumulated_and_mirrored_updates_equal_one_step_on_the_whole_batch():
+    """(a) 2 accumulated micro-batches, (b) MirroredStrategy over two CPUs, (c) both: the same
+    weights after three updates as one step per whole batch, within 1e-5, and the same logged
+    loss (the token mean of the batch). Without token weights the micro-batches' and replicas'
+    means are averaged, which the same comparison tells apart."""
+    result = run_script(MIRRORED_SCRIPT)
+    whole_losses = result["whole"]["losses"]
+    for name in ("accumulated", "mirrored", "both"):
+        assert result[name]["difference"] < 1e-5, (name, result)
+        assert result[name]["losses"] == pytest.approx(whole_losses, rel=1e-5), (name, result)
+    assert result["moved"] > 1e-3  # the updates did move the weights
+    assert result["both_unweighted"]["difference"] > 1e-3, result
+
+
+def test_accumulation_under_jax_equals_one_step_on_the_whole_batch():
+    """JAX's training step (a lax.scan over micro-batches): the same update as the whole batch,
+    also when the rows do not divide; without token weights, not."""
+    result = run_script(JAX_SCRIPT, {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"})
+    assert result["backend"] == "jax"
+    assert result["accumulated"] < 1e-5 and result["padded"] < 1e-5, result
+    assert result["losses"][0] == pytest.approx(result["losses"][1], rel=1e-5)
+    assert result["unweighted"] > 1e-3, result
+
+
+def test_rows_that_do_not_divide_are_padded_with_empty_micro_batch_rows():
+    """Batches of 6 pairs in 4 micro-batches (2 rows each, the last empty): the same update."""
+    initial, batches = fixed_batches(batches=2, rows=6)
+    assert difference(train(initial, batches, 4)[0], train(initial, batches, 1)[0]) < 1e-5
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [(0, "got 0"), (1.5, "got 1.5"), (True, "got True")],
+)
+def test_compile_refuses_a_bad_accumulate_steps(value, message):
+    model = kt.build_transformer(tiny_config())
+    with pytest.raises(ValueError, match=f"accumulate_steps must be a positive integer, {message}"):
+        model.compile(optimizer="adam", loss=kt.LabelSmoothedCrossEntropy(), accumulate_steps=value)
+
+
+def test_token_weights_are_one_over_the_batch_real_tokens():
+    import tensorflow as tf
+
+    from keras_transformer.data import weigh_tokens
+
+    labels = tf.constant([[5, 6, 0], [7, 0, 0]])
+    dataset = tf.data.Dataset.from_tensors(({"source": labels, "target": labels}, labels))
+    (_, _, weights) = next(iter(weigh_tokens(dataset)))
+    np.testing.assert_allclose(weights, [[1 / 3, 1 / 3, 0], [1 / 3, 0, 0]], rtol=1e-6)
+
+
+def test_weighted_loss_is_the_token_mean_and_refuses_sentence_weights():
+    rng = np.random.default_rng(1)
+    labels = np.array([[5, 6, 0], [7, 0, 0]])
+    logits = rng.normal(size=(2, 3, 9)).astype("float32")
+    loss = kt.LabelSmoothedCrossEntropy()
+    real = (labels != 0).astype("float32")
+    weighted = loss(labels, logits, sample_weight=real / real.sum())
+    assert float(weighted) == pytest.approx(float(loss(labels, logits)), rel=1e-6)
+    with pytest.raises(ValueError, match=r"token weights \[batch, target_length\]"):
+        loss(labels, logits, sample_weight=np.ones(2, "float32"))
+
+
+def test_a_saved_model_is_compiled_again_with_its_accumulation(tmp_path):
+    """Keras compiles a loaded model from its compile config, accumulate_steps included, and
+    restores the optimizer's state."""
+    _, (inputs, labels) = fixed_batches(batches=1, rows=8)
+    model = kt.build_transformer(tiny_config())
+    model.compile(
+        optimizer=kt.create_optimizer(tiny_config()),
+        loss=kt.LabelSmoothedCrossEntropy(),
+        accumulate_steps=4,
+    )
+    model.fit({k: v[0] for k, v in inputs.items()}, labels[0], batch_size=8, verbose=0)
+    model.save(tmp_path / "m.keras")
+    loaded = keras.saving.load_model(tmp_path / "m.keras")
+    assert loaded.compiled and loaded.accumulate_steps == 4
+    assert isinstance(loaded.loss, kt.LabelSmoothedCrossEntropy)
+    assert int(keras.ops.convert_to_numpy(loaded.optimizer.iterations)) == 1
