@@ -3,6 +3,7 @@ the paper's batches (§5.1: about 25000 source and 25000 target tokens per updat
 fit on fewer or smaller devices."""
 
 import numbers
+import warnings
 
 import keras
 from keras import ops
@@ -12,16 +13,18 @@ BACKENDS = ("tensorflow", "jax")
 
 class GradientAccumulation:
     """`compile(..., accumulate_steps=N)` for a keras.Model: every batch of `fit` is cut by rows
-    into N micro-batches, run forward and backward one after the other, and their summed
-    gradients make one update. `optimizer.iterations`, the schedule of Eq. 3, `fit`'s steps and
-    every callback count updates, as without accumulation; only the memory a step needs shrinks
-    (one micro-batch's activations at a time). Batches should hold a multiple of N pairs per
-    replica (`make_batches(batch_size_multiple=N * replicas)`); others are padded with empty
-    rows.
+    into N micro-batches (micro-batch i takes rows i, i + N, i + 2N, ..., so that each spans a
+    data-parallel batch's devices), run forward and backward one after the other, and their
+    summed gradients make one update. `optimizer.iterations`, the schedule of Eq. 3, `fit`'s
+    steps and every callback count updates, as without accumulation; only the memory a step
+    needs shrinks (one micro-batch's activations at a time). Batches should hold a multiple of N
+    pairs per replica (`make_batches(batch_size_multiple=N * replicas)`); others are padded
+    with empty rows.
 
-    With token weights (`kt.data.weigh_tokens`) the update is exactly the one of the whole batch
-    in one step: the weighted loss sums over micro-batches. Without them each micro-batch's loss
-    is its own token mean, and the update follows the mean of the N means.
+    With token weights (`kt.data.weigh_tokens` and `LabelSmoothedCrossEntropy(token_weights=
+    True)`) the update is exactly the one of the whole batch in one step: the weighted loss sums
+    over micro-batches. Without them each micro-batch's loss is its own token mean, and the
+    update follows the mean of the means of the micro-batches that hold pairs.
 
     The training steps are the TensorFlow and JAX trainers' (`ACCUMULATION` picks one); under
     PyTorch N must be 1.
@@ -53,13 +56,24 @@ class GradientAccumulation:
         return config
 
     def compile_from_config(self, config):
-        """Compiles a loaded model as it was saved (Keras's own would skip a custom compile)."""
-        self.compile(**keras.saving.deserialize_keras_object(config))
+        """Compiles a loaded model as it was saved (Keras's own would skip a custom compile);
+        under a backend without accumulation, with accumulate_steps=1 and a warning."""
+        config = keras.saving.deserialize_keras_object(config)
+        if config.get("accumulate_steps", 1) > 1 and keras.backend.backend() not in BACKENDS:
+            warnings.warn(
+                f"the model was compiled with accumulate_steps={config.pop('accumulate_steps')}; "
+                f"{keras.backend.backend()} has no gradient accumulation, so it is compiled "
+                "without it",
+                stacklevel=2,
+            )
+        self.compile(**config)
         if self.built:
             self.optimizer.build(self.trainable_variables)
 
     def micro_batches(self, data):
-        """(x, y, sample_weight) with every tensor [B, ...] -> [N, ceil(B / N), ...]."""
+        """(x, y, sample_weight) with every tensor [B, ...] -> [N, ceil(B / N), ...], micro-batch i
+        holding rows i, i + N, ... (padded with empty rows); also B, and how many micro-batches
+        hold rows: min(B, N)."""
         steps = self.accumulate_steps
 
         def split(tensor):
@@ -68,9 +82,13 @@ class GradientAccumulation:
             shape = ops.shape(tensor)
             size = (shape[0] + steps - 1) // steps
             padding = [[0, size * steps - shape[0]]] + [[0, 0]] * (len(shape) - 1)
-            return ops.reshape(ops.pad(tensor, padding), (steps, size, *shape[1:]))
+            rows = ops.reshape(ops.pad(tensor, padding), (size, steps, *shape[1:]))
+            return ops.swapaxes(rows, 0, 1)
 
-        return keras.tree.map_structure(split, keras.utils.unpack_x_y_sample_weight(data))
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        rows = ops.shape(y)[0]
+        filled = ops.minimum(rows, steps) if sample_weight is None else steps
+        return keras.tree.map_structure(split, (x, y, sample_weight)), rows, filled
 
     def loss_tracker(self):
         """The metric `fit` logs as "loss"."""
@@ -86,7 +104,7 @@ class TensorFlowGradientAccumulation(GradientAccumulation):
         import tensorflow as tf
 
         steps = self.accumulate_steps
-        x, y, sample_weight = self.micro_batches(data)
+        (x, y, sample_weight), rows, filled = self.micro_batches(data)
         variables = self.trainable_variables
 
         def accumulate(i, total_loss, gradients):
@@ -97,15 +115,18 @@ class TensorFlowGradientAccumulation(GradientAccumulation):
                 loss = self.compute_loss(
                     x=x_i, y=y[i], y_pred=y_pred, sample_weight=weight_i, training=True
                 )
-                if sample_weight is None:
-                    loss = loss / steps  # the mean of the micro-batches' means
+                if sample_weight is None:  # the mean of the micro-batches' means
+                    loss = loss / tf.cast(filled, loss.dtype)
                 scaled_loss = self.optimizer.scale_loss(loss)
             new = tape.gradient(scaled_loss, variables)
             self.compute_metrics(x_i, y[i], y_pred, sample_weight=weight_i)
             return (
                 i + 1,
                 total_loss + loss,
-                [old + tf.convert_to_tensor(g) for old, g in zip(gradients, new)],
+                [
+                    old if g is None else old + tf.convert_to_tensor(g)
+                    for old, g in zip(gradients, new)
+                ],
             )
 
         _, loss, gradients = tf.while_loop(
@@ -117,7 +138,7 @@ class TensorFlowGradientAccumulation(GradientAccumulation):
         self.optimizer.apply_gradients(zip(gradients, variables))
         # Logged as Keras logs it: the replica's loss times the replica count.
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        self.loss_tracker().update_state(loss * replicas, sample_weight=tf.shape(y)[0] * steps)
+        self.loss_tracker().update_state(loss * replicas, sample_weight=rows)
         return self.get_metrics_result()
 
 
@@ -131,8 +152,7 @@ class JaxGradientAccumulation(GradientAccumulation):
         import jax
 
         trainable, non_trainable, optimizer_variables, metrics_variables = state
-        steps = self.accumulate_steps
-        x, y, sample_weight = self.micro_batches(data)
+        (x, y, sample_weight), rows, filled = self.micro_batches(data)
         loss_and_gradients = jax.value_and_grad(self.compute_loss_and_updates, has_aux=True)
 
         def accumulate(carry, micro_batch):
@@ -161,13 +181,13 @@ class JaxGradientAccumulation(GradientAccumulation):
             (x, y, sample_weight),
         )
         if sample_weight is None:  # the mean of the micro-batches' means
-            gradients, loss = [g / steps for g in gradients], loss / steps
+            gradients, loss = [g / filled for g in gradients], loss / filled
         trainable, optimizer_variables = self.optimizer.stateless_apply(
             optimizer_variables, gradients, trainable
         )
 
         def log_loss():
-            self.loss_tracker().update_state(loss, sample_weight=y.shape[0] * y.shape[1])
+            self.loss_tracker().update_state(loss, sample_weight=rows)
             return self.get_metrics_result()
 
         logs, metrics_variables = self.stateless_metrics(metrics_variables, log_loss)

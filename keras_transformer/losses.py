@@ -12,23 +12,29 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     label smoothing of Szegedy et al.), normalised by the number of real (non-padding) target
     tokens.
 
-    y_true: int [B, T] (0 = padding); y_pred: logits [B, T, V]. Without `sample_weight` the
-    loss is the mean over the batch's real tokens; under tf.distribute each replica takes the
-    mean over its own tokens and Keras averages the replicas. With token weights
-    `sample_weight` [B, T] it is sum_t w_t * loss_t (padding excluded), which
-    `kt.data.weigh_tokens` makes the exact mean over every real token of one update: all
-    replicas, all accumulated micro-batches.
+    y_true: int [B, T] (0 = padding); y_pred: logits [B, T, V]. The loss is the mean over the
+    batch's real tokens (a `sample_weight` scales each token's share of it, as Keras weighs
+    losses); under tf.distribute each replica takes the mean over its own tokens and Keras
+    averages the replicas.
+
+    token_weights=True: `sample_weight` [B, T] holds per-token weights that already divide by
+    the update's token count (`kt.data.weigh_tokens`), and the loss is sum_t w_t * loss_t
+    (padding excluded): summed over replicas and accumulated micro-batches, exactly the mean
+    over every real token of the update. Without a sample_weight it is the mean as above.
     """
 
-    def __init__(self, label_smoothing=0.1, name="label_smoothed_cross_entropy"):
+    def __init__(
+        self, label_smoothing=0.1, token_weights=False, name="label_smoothed_cross_entropy"
+    ):
         super().__init__(name=name, reduction="sum_over_batch_size")
         if not 0 <= label_smoothing < 1:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
         self.label_smoothing = label_smoothing
+        self.token_weights = bool(token_weights)
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        if sample_weight is None:
-            return super().__call__(y_true, y_pred)
+        if sample_weight is None or not self.token_weights:
+            return super().__call__(y_true, y_pred, sample_weight)
         if len(sample_weight.shape) != 2:
             raise ValueError(
                 "LabelSmoothedCrossEntropy takes token weights [batch, target_length] "
@@ -61,7 +67,11 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         return -ops.sum(smoothed * log_probs, axis=-1), ops.not_equal(labels, PAD_ID)
 
     def get_config(self):
-        return {"name": self.name, "label_smoothing": self.label_smoothing}
+        return {
+            "name": self.name,
+            "label_smoothing": self.label_smoothing,
+            "token_weights": self.token_weights,
+        }
 
 
 def _correct_and_real(y_true, y_pred):

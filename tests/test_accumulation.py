@@ -27,16 +27,17 @@ MIRRORED_SCRIPT = textwrap.dedent(
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     sys.path.insert(0, sys.argv[1])
-    from test_accumulation import difference, fixed_batches, train
+    from test_accumulation import difference, fixed_batches, token_weights, train
 
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     initial, batches = fixed_batches()
+    weights = token_weights(batches[1])
     runs = {
-        "whole": train(initial, batches, 1),
-        "accumulated": train(initial, batches, 2),
-        "mirrored": train(initial, batches, 1, strategy=mirrored),
-        "both": train(initial, batches, 2, strategy=mirrored),
-        "both_unweighted": train(initial, batches, 2, weigh=False, strategy=mirrored),
+        "whole": train(initial, batches, 1, weights),
+        "accumulated": train(initial, batches, 2, weights),
+        "mirrored": train(initial, batches, 1, weights, strategy=mirrored),
+        "both": train(initial, batches, 2, weights, strategy=mirrored),
+        "both_unweighted": train(initial, batches, 2, strategy=mirrored),
     }
     whole = runs["whole"][0]
     result = {
@@ -53,20 +54,23 @@ JAX_SCRIPT = textwrap.dedent(
     import json, sys
     sys.path.insert(0, sys.argv[1])
     import keras
-    from test_accumulation import difference, fixed_batches, train
+    from test_accumulation import difference, fixed_batches, mean_of_means, token_weights, train
 
     initial, batches = fixed_batches()
-    whole, losses = train(initial, batches, 1)
-    accumulated, accumulated_losses = train(initial, batches, 2)
-    unweighted, _ = train(initial, batches, 2, weigh=False)
+    whole, losses = train(initial, batches, 1, token_weights(batches[1]))
+    accumulated, accumulated_losses = train(initial, batches, 2, token_weights(batches[1]))
     initial_6, batches_6 = fixed_batches(batches=2, rows=6)
-    padded = difference(train(initial_6, batches_6, 4)[0], train(initial_6, batches_6, 1)[0])
+    labels_6 = batches_6[1]
+    whole_6 = train(initial_6, batches_6, 1, token_weights(labels_6))[0]
+    padded = train(initial_6, batches_6, 4, token_weights(labels_6))[0]
+    means = train(initial_6, batches_6, 1, mean_of_means(labels_6, 4))[0]
+    unweighted = train(initial_6, batches_6, 4)[0]
     print("RESULT " + json.dumps({
         "backend": keras.backend.backend(),
         "accumulated": difference(accumulated, whole),
         "losses": [losses, accumulated_losses],
-        "unweighted": difference(unweighted, whole),
-        "padded": padded,
+        "padded": difference(padded, whole_6),
+        "unweighted": difference(unweighted, means),
     }))
     """
 )
@@ -94,13 +98,29 @@ def tiny_config():
     return kt.TransformerConfig.preset("tiny", vocab_size=20, dropout=0.0)
 
 
-def train(initial, batches, accumulate_steps, weigh=True, strategy=None):
+def token_weights(labels):
+    """[batches, rows, T] labels -> the weights `kt.data.weigh_tokens` gives each batch."""
+    real = (labels != 0).astype("float32")
+    return real / real.sum(axis=(1, 2), keepdims=True)
+
+
+def mean_of_means(labels, steps):
+    """Token weights that make one step's loss the mean, over the micro-batches holding pairs,
+    of each micro-batch's token mean: micro-batch i of `steps` holds rows i, i + steps, ..."""
+    real = (labels != 0).astype("float32")
+    rows = labels.shape[1]
+    weights = np.zeros_like(real)
+    for i in range(min(rows, steps)):
+        tokens = real[:, i::steps].sum(axis=(1, 2), keepdims=True)
+        weights[:, i::steps] = real[:, i::steps] / tokens / min(rows, steps)
+    return weights
+
+
+def train(initial, batches, accumulate_steps, weights=None, strategy=None):
     """Weights after one update per batch (fit on arrays, batches in order), and the losses
-    logged. Token weights are computed batch by batch as `kt.data.weigh_tokens` does."""
+    logged; `weights` [batches, rows, T]: token weights, None: none (Keras's mean)."""
     inputs, labels = batches
     count, rows = labels.shape[:2]
-    real = (labels != 0).astype("float32")
-    weights = real / real.sum(axis=(1, 2), keepdims=True)
     config = tiny_config()
     with strategy.scope() if strategy else contextlib.nullcontext():
         model = kt.build_transformer(config)
@@ -109,14 +129,14 @@ def train(initial, batches, accumulate_steps, weigh=True, strategy=None):
             # about the learning rate whatever its gradient's size, so a gradient that is zero
             # but for rounding (which the order of a sum changes) would move weights by 1e-4.
             optimizer=keras.optimizers.SGD(1.0),
-            loss=kt.LabelSmoothedCrossEntropy(),
+            loss=kt.LabelSmoothedCrossEntropy(token_weights=True),
             accumulate_steps=accumulate_steps,
         )
     model.set_weights(initial)
     history = model.fit(
         {name: ids.reshape(count * rows, -1) for name, ids in inputs.items()},
         labels.reshape(count * rows, -1),
-        sample_weight=weights.reshape(count * rows, -1) if weigh else None,
+        sample_weight=None if weights is None else weights.reshape(count * rows, -1),
         batch_size=rows,
         shuffle=False,
         verbose=0,
@@ -160,18 +180,28 @@ def test_accumulated_and_mirrored_updates_equal_one_step_on_the_whole_batch():
 
 def test_accumulation_under_jax_equals_one_step_on_the_whole_batch():
     """JAX's training step (a lax.scan over micro-batches): the same update as the whole batch,
-    also when the rows do not divide; without token weights, not."""
+    also when the rows do not divide; without token weights, the mean of the micro-batches'
+    means."""
     result = run_script(JAX_SCRIPT, {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"})
     assert result["backend"] == "jax"
     assert result["accumulated"] < 1e-5 and result["padded"] < 1e-5, result
     assert result["losses"][0] == pytest.approx(result["losses"][1], rel=1e-5)
-    assert result["unweighted"] > 1e-3, result
+    assert result["unweighted"] < 1e-5, result
 
 
-def test_rows_that_do_not_divide_are_padded_with_empty_micro_batch_rows():
-    """Batches of 6 pairs in 4 micro-batches (2 rows each, the last empty): the same update."""
+@pytest.mark.parametrize("steps", [4, 8])
+def test_rows_that_do_not_divide_are_padded_with_empty_rows(steps):
+    """Batches of 6 pairs in 4 micro-batches (rows 0 and 4, 1 and 5, 2, 3) or 8 (one row each,
+    two empty): with token weights the update of the whole batch; without, the mean of the
+    token means of the micro-batches that hold pairs (4, or 6 of the 8)."""
     initial, batches = fixed_batches(batches=2, rows=6)
-    assert difference(train(initial, batches, 4)[0], train(initial, batches, 1)[0]) < 1e-5
+    labels = batches[1]
+    whole = train(initial, batches, 1, token_weights(labels))[0]
+    assert difference(train(initial, batches, steps, token_weights(labels))[0], whole) < 1e-5
+    means = train(initial, batches, 1, mean_of_means(labels, steps))[0]
+    unweighted = train(initial, batches, steps)[0]
+    assert difference(unweighted, means) < 1e-5
+    assert difference(means, whole) > 1e-3  # the two normalisations do differ here
 
 
 @pytest.mark.parametrize(
@@ -195,16 +225,25 @@ def test_token_weights_are_one_over_the_batch_real_tokens():
     np.testing.assert_allclose(weights, [[1 / 3, 1 / 3, 0], [1 / 3, 0, 0]], rtol=1e-6)
 
 
-def test_weighted_loss_is_the_token_mean_and_refuses_sentence_weights():
+def test_token_weights_sum_and_other_weights_keep_their_keras_meaning():
+    """token_weights=True: sum_t w_t * loss_t, the token mean for weights 1/n, and [batch]
+    weights refused. Without it a sample_weight scales each token's share of the batch's token
+    mean, as Keras weighs a loss and as before token weights existed."""
     rng = np.random.default_rng(1)
     labels = np.array([[5, 6, 0], [7, 0, 0]])
     logits = rng.normal(size=(2, 3, 9)).astype("float32")
-    loss = kt.LabelSmoothedCrossEntropy()
     real = (labels != 0).astype("float32")
-    weighted = loss(labels, logits, sample_weight=real / real.sum())
-    assert float(weighted) == pytest.approx(float(loss(labels, logits)), rel=1e-6)
+    mean = float(kt.LabelSmoothedCrossEntropy()(labels, logits))
+    summed = kt.LabelSmoothedCrossEntropy(token_weights=True)
+    assert float(summed(labels, logits, sample_weight=real / 3)) == pytest.approx(mean, rel=1e-6)
+    assert float(summed(labels, logits, sample_weight=real)) == pytest.approx(3 * mean, rel=1e-6)
+    assert float(summed(labels, logits)) == pytest.approx(mean, rel=1e-6)
     with pytest.raises(ValueError, match=r"token weights \[batch, target_length\]"):
-        loss(labels, logits, sample_weight=np.ones(2, "float32"))
+        summed(labels, logits, sample_weight=np.ones(2, "float32"))
+    first_only = np.array([[1, 1, 0], [0, 0, 0]], "float32")
+    kept = kt.LabelSmoothedCrossEntropy()(labels, logits, sample_weight=first_only)
+    sentence = kt.LabelSmoothedCrossEntropy()(labels[:1, :2], logits[:1, :2])
+    assert float(kept) == pytest.approx(float(sentence) * 2 / 3, rel=1e-6)
 
 
 def test_a_saved_model_is_compiled_again_with_its_accumulation(tmp_path):

@@ -247,6 +247,13 @@ def test_trained_under_jax_then_evaluated_and_exported_by_tensorflow(number_data
         (["--keep-checkpoints", "0"], "--keep-checkpoints must be at least 1"),
         (["--accumulate-steps", "0"], "--accumulate-steps must be at least 1 (1: no accumulation)"),
         (["--checkpoint-minutes", "0"], "--checkpoint-minutes must be positive"),
+        (["--steps", "0"], "--steps must be at least 1"),
+        (["--steps-per-epoch", "0"], "--steps-per-epoch must be at least 1"),
+        (
+            ["--accumulate-steps", "32"],
+            "--tokens-per-batch 512 cannot hold one pair of --max-length 32 tokens for each of 1 "
+            "replica(s) x --accumulate-steps 32: give at least 1024",
+        ),
         (["--tokenizer", "/no/such.model"], "--tokenizer /no/such.model: no such file"),
         (["--tokenizer", str(ROOT / "README.md")], "README.md: not a sentencepiece model"),
         (["--phrases"], "--phrases adds the Ding dictionary's phrase pairs; --dataset 'tsv:"),
@@ -411,9 +418,17 @@ def test_accumulated_updates_and_checkpoints_every_few_minutes(
     assert rates[1] == pytest.approx(64**-0.5 * 15 * 1000**-1.5, rel=1e-5)  # Eq. 3, update 15
 
 
-def test_deterministic_runs_are_bitwise_identical(number_data, tmp_path):
-    """--deterministic, with dropout, two replicas and accumulation: the same losses and the
-    same weights, bit for bit."""
+def test_deterministic_runs_are_bitwise_identical(number_data, tmp_path, monkeypatch):
+    """--deterministic turns TensorFlow's op determinism on; with it, dropout, two replicas and
+    accumulation, two runs give the same losses and the same weights, bit for bit (on this CPU
+    runs without it may agree too: the flag matters where kernels are not deterministic)."""
+    import tensorflow as tf
+
+    calls = []
+    monkeypatch.setattr(tf.config.experimental, "enable_op_determinism", lambda: calls.append(1))
+    args = tiny_run(number_data, tmp_path / "setup", "--deterministic")
+    train.setup(train.build_parser().parse_args(args))
+    assert calls == [1]
     runs = []
     for name in ("first", "second"):
         out = tmp_path / name

@@ -20,9 +20,14 @@ from training.console import add_verbose_flag
 from training.datasets import SPEC_HELP
 
 DEFAULT_VOCAB_SIZE = 8000
-# §6.1: base models trained 100k steps and averaged their last 5 checkpoints, big models 300k
-# steps and their last 20 (written every 10 minutes). Other presets take the base values.
-PAPER_TRAINING = {"base": (100000, 5), "big": (300000, 20)}
+# The paper's schedule: base models trained 100k steps at 0.4 s a step, big ones 300k at 1.0 s
+# (§5.2), and averaged their last 5 and 20 checkpoints, written 10 minutes apart (§6.1): every
+# 1500 and 600 steps. Other presets train 100k steps and average 5 checkpoints, one per epoch.
+PAPER_TRAINING = {
+    "base": {"steps": 100000, "keep_checkpoints": 5, "checkpoint_every": 1500},
+    "big": {"steps": 300000, "keep_checkpoints": 20, "checkpoint_every": 600},
+}
+OTHER_TRAINING = {"steps": 100000, "keep_checkpoints": 5, "checkpoint_every": None}
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -110,7 +115,7 @@ def build_parser():
         default=None,
         help="global budget of source tokens and of target tokens per batch, i.e. per update, "
         "split across replicas and --accumulate-steps micro-batches (§5.1; default: the "
-        "preset's, 25000 for base)",
+        "preset's, 25000 for base and big)",
     )
     data.add_argument(
         "--max-length",
@@ -125,7 +130,7 @@ def build_parser():
         type=int,
         default=None,
         help="training steps, i.e. updates (default: the paper's, 100000 for base, 300000 for "
-        "big, §6.1; 100000 for other presets)",
+        "big, §5.2; 100000 for other presets)",
     )
     length.add_argument(
         "--epochs", type=int, default=None, help="passes over the training data, instead of --steps"
@@ -148,8 +153,9 @@ def build_parser():
         "--checkpoint-every",
         type=int,
         default=None,
-        help="steps between checkpoints (default: --steps-per-epoch, unless --checkpoint-minutes "
-        "is given)",
+        help="steps between checkpoints (default: the paper's 10 minutes at its speed, §6.1: 1500 "
+        "for base, 600 for big; --steps-per-epoch for other presets; none when only "
+        "--checkpoint-minutes is given)",
     )
     schedule.add_argument(
         "--checkpoint-minutes",
@@ -332,6 +338,14 @@ def setup(args):
             f"--max-length {args.max_length} exceeds the model's max_length={config.max_length}"
         )
     strategy = runtime.create_strategy(args.strategy, args.tpu, args.cpu_devices)
+    rows = strategy.num_replicas_in_sync * args.accumulate_steps
+    if config.tokens_per_batch < args.max_length * rows:
+        raise ValueError(
+            f"--tokens-per-batch {config.tokens_per_batch} cannot hold one pair of --max-length "
+            f"{args.max_length} tokens for each of {strategy.num_replicas_in_sync} replica(s) x "
+            f"--accumulate-steps {args.accumulate_steps}: give at least "
+            f"{args.max_length * rows}"
+        )
     policy = runtime.set_mixed_precision(args.mixed_precision, strategy)
     chief = runtime.is_chief()
     if args.max_minutes and in_multi_worker_mode(strategy):
@@ -387,17 +401,23 @@ def setup(args):
 
 
 def check_schedule(args):
-    """Fills in §6.1's --steps and --keep-checkpoints for the preset; refuses values that
-    cannot work, naming the flag."""
+    """Fills in the paper's --steps, --keep-checkpoints and --checkpoint-every for the preset
+    (PAPER_TRAINING); refuses values that cannot work, naming the flag."""
     import keras
 
     from keras_transformer.accumulation import BACKENDS as ACCUMULATING_BACKENDS
 
-    steps, keep = PAPER_TRAINING.get(args.preset, PAPER_TRAINING["base"])
+    paper = PAPER_TRAINING.get(args.preset, OTHER_TRAINING)
     if args.steps is None and args.epochs is None:
-        args.steps = steps
+        args.steps = paper["steps"]
     if args.keep_checkpoints is None:
-        args.keep_checkpoints = keep
+        args.keep_checkpoints = paper["keep_checkpoints"]
+    if args.checkpoint_every is None and args.checkpoint_minutes is None:
+        args.checkpoint_every = paper["checkpoint_every"]
+    for flag in ("steps", "epochs", "checkpoint_every", "steps_per_epoch"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise ValueError(f"--{flag.replace('_', '-')} must be at least 1")
     if args.keep_checkpoints < 1:
         raise ValueError(
             "--keep-checkpoints must be at least 1 (the last checkpoints are averaged)"
@@ -596,7 +616,7 @@ def train_model(args, config, strategy, policy, dataset, tokenizer, chief):
         model = kt.build_transformer(config)
         model.compile(
             optimizer=kt.create_optimizer(config),
-            loss=kt.LabelSmoothedCrossEntropy(config.label_smoothing),
+            loss=kt.LabelSmoothedCrossEntropy(config.label_smoothing, token_weights=True),
             metrics=[kt.MaskedAccuracy(name="accuracy")],
             jit_compile=jit_compile,
             accumulate_steps=args.accumulate_steps,

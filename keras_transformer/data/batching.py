@@ -128,14 +128,15 @@ def make_batches(
 
 def weigh_tokens(batches):
     """(inputs, target_out) batches -> (inputs, target_out, weights): the loss weights of exact
-    token normalisation.
+    token normalisation, for `LabelSmoothedCrossEntropy(token_weights=True)`.
 
     weights [B, T] float32 are 1 / n on real target tokens and 0 on padding, n counting the
-    batch's real target tokens. `LabelSmoothedCrossEntropy` sums w * loss, and gradients are
-    summed over the replicas that tf.distribute splits a batch across and over the
-    micro-batches of gradient accumulation (`Transformer.compile(accumulate_steps=...)`): each
-    update then follows the mean loss over all the real tokens of its batch, however unequally
-    they fall on replicas and micro-batches.
+    batch's real target tokens. The loss sums w * loss, and gradients are summed over the
+    replicas that tf.distribute splits a batch across and over the micro-batches of gradient
+    accumulation (`compile(accumulate_steps=...)`): each update then follows the mean loss over
+    all the real tokens of its batch, however unequally they fall on replicas and
+    micro-batches. Weigh the global batch, before any split across replicas (not inside
+    `distribute_datasets_from_function`, where n would count one replica's tokens).
     """
 
     def weigh(inputs, labels):
