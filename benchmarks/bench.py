@@ -293,6 +293,86 @@ def saved_model_latency(config, repeats, directory, thread_settings=(0, 1)):
     return rows
 
 
+# The demo's model (Makefile DEMO_SETTINGS): the small preset narrowed to 2+2 layers of 128.
+DEMO_SIZE = ("small", dict(d_model=128, d_ff=512, num_layers=2, dropout=0.0, max_length=128))
+QUICK_SIZE = ("tiny", dict(dropout=0.0, max_length=32))
+COPY_WORDS = "der die das ein kleiner Test ist nicht mehr und heute Haus sehr alt".split()
+
+
+def copy_pairs(count, seed):
+    """A task a model learns in a few hundred steps: copying sentences of 2 to 6 words."""
+    rng = np.random.default_rng(seed)
+    sentences = [" ".join(rng.choice(COPY_WORDS, rng.integers(2, 7))) for _ in range(count)]
+    return [(sentence, sentence) for sentence in sentences]
+
+
+def ctranslate2_speed(repeats, directory, steps, size=DEMO_SIZE):
+    """Beam-4 translation (alpha 0.6) of one trained demo-size model by the exported SavedModel
+    (a fresh process, as TensorFlow Serving runs it), by our decoding with XLA in this process,
+    and by CTranslate2 in float32 and int8 (this process): ms per sentence at batch 1 and 32,
+    each engine's share of translations equal to the SavedModel's. The model (`size`: a preset
+    and its overrides) learns to copy for `steps` steps, so that its translations end as a
+    trained model's do."""
+    import tensorflow as tf
+
+    import keras_transformer as kt
+    from keras_transformer.data import Corpus, make_batches
+    from serving.ctranslate2 import CTranslate2Translator, convert
+
+    train = copy_pairs(4000, seed=0)
+    tokenizer_path = f"{directory}/tokenizer.model"
+    tokenizer = kt.SubwordTokenizer.train([s for s, _ in train], 300, tokenizer_path)
+    preset, overrides = size
+    config = kt.TransformerConfig.preset(
+        preset, vocab_size=tokenizer.vocab_size, warmup_steps=100, **overrides
+    )
+    model = kt.build_transformer(config)
+    model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
+    batches = make_batches(Corpus(train).dataset(), tokenizer, 1024, 32, repeat=True, seed=0)
+    model.fit(batches, steps_per_epoch=steps, epochs=1, shuffle=False, verbose=0)
+    sentences = [source for source, _ in copy_pairs(32, seed=1)]
+    sentences_file = pathlib.Path(directory) / "sentences.txt"
+    sentences_file.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    translator = kt.Translator(model, tokenizer, beam_size=4, alpha=0.6)
+    reference = [
+        t.decode() for t in translator.translate(tf.constant(sentences))["translation"].numpy()
+    ]
+    saved = run_probe(
+        "saved-model", translator.save(f"{directory}/saved"), repeats, 0, sentences_file
+    )
+    xla = kt.Translator(model, tokenizer, beam_size=4, alpha=0.6, jit_compile=True)
+    engines = {
+        "XLA, in process": lambda batch: [
+            t.decode() for t in xla.translate(tf.constant(batch))["translation"].numpy()
+        ]
+    }
+    for quantization in ("none", "int8"):
+        engine = CTranslate2Translator(
+            convert(model, tokenizer_path, f"{directory}/ct2-{quantization}", quantization)
+        )
+        name = f"CTranslate2 {'float32' if quantization == 'none' else quantization}"
+        engines[name] = lambda batch, engine=engine: [t for t, _ in engine.translate(batch)]
+    rows = [
+        dict(
+            engine="SavedModel, fresh process",
+            batch1_ms=1000 * float(np.median(saved["1"])),
+            batch32_ms=1000 * float(np.median(saved["32"])) / 32,
+            same=32,
+        )
+    ]
+    for name, translate in engines.items():
+        translate(sentences[:1])  # warm-up (and XLA's compilation)
+        rows.append(
+            dict(
+                engine=name,
+                batch1_ms=1000 * median_seconds(lambda t=translate: t(sentences[:1]), repeats),
+                batch32_ms=1000 * median_seconds(lambda t=translate: t(sentences), repeats) / 32,
+                same=sum(a == b for a, b in zip(translate(sentences), reference)),
+            )
+        )
+    return rows
+
+
 def best_length(ids):
     """Tokens (eos included) of the first sentence's best output in greedy [B, L] or beam
     [B, K, L] ids."""
@@ -489,6 +569,28 @@ def report(results, before=None):
             then = before_saved_model(before, row["search"], row["intra_op_threads"])
             line += before_cells(then, row["p50_ms"])
         lines.append(line)
+    lines += [
+        "",
+        f"## CTranslate2 (a model of the demo's size trained {results['ctranslate2_steps']} steps "
+        "to copy sentences; the tiny preset with --quick)",
+        "",
+        "Beam 4, alpha 0.6, on 32 held-out sentences: ms per sentence at batch 1 (the first "
+        "sentence) and batch 32, and how many of the 32 translations equal the SavedModel's. "
+        "The SavedModel runs in a fresh process as TensorFlow Serving would; the others in the "
+        "benchmark's process. CTranslate2 from `python -m serving.ctranslate2` (float32, and "
+        "`--quantization int8`).",
+        "",
+        "| engine | batch 1 ms | batch 32 ms/sentence | batch 1 over SavedModel | "
+        "batch 32 over SavedModel | same translations |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    saved = results["ctranslate2"][0]
+    for row in results["ctranslate2"]:
+        lines.append(
+            f"| {row['engine']} | {row['batch1_ms']:.1f} | {row['batch32_ms']:.2f} | "
+            f"{saved['batch1_ms'] / row['batch1_ms']:.2f} | "
+            f"{saved['batch32_ms'] / row['batch32_ms']:.2f} | {row['same']}/32 |"
+        )
     efficiency = results["padding_efficiency"]
     lines += [
         "",
@@ -604,8 +706,8 @@ def main(argv=None):
         repeats=repeats,
     )
     progress = keras.utils.Progbar(
-        6, unit_name="part"
-    )  # matmul, training and backends, decoding, SavedModel, padding, memory
+        7, unit_name="part"
+    )  # matmul, training and backends, decoding, SavedModel, CTranslate2, padding, memory
     sizes = (256, 512) if args.quick else (2048, 4096, 8192) if gpus else (512, 1024, 2048, 4096)
     results["matmul_flops"] = matmul_rate(max(repeats, 5), sizes, results["matmul_dtype"])
     progress.update(1)
@@ -655,11 +757,19 @@ def main(argv=None):
             directory,
             thread_settings=(0,) if args.quick else (0, 1),
         )
-    progress.update(4)
-    results["padding_efficiency"] = {str(k): v for k, v in padding_efficiency(args.quick).items()}
+        progress.update(4)
+        results["ctranslate2_steps"] = 10 if args.quick else 1000
+        results["ctranslate2"] = ctranslate2_speed(
+            results["saved_model_calls"],
+            directory,
+            results["ctranslate2_steps"],
+            QUICK_SIZE if args.quick else DEMO_SIZE,
+        )
     progress.update(5)
-    results["memory"] = peak_memory(config_of(presets[0][0]), *presets[0][1:], results["policy"])
+    results["padding_efficiency"] = {str(k): v for k, v in padding_efficiency(args.quick).items()}
     progress.update(6)
+    results["memory"] = peak_memory(config_of(presets[0][0]), *presets[0][1:], results["policy"])
+    progress.update(7)
     before = None
     if args.before:
         results["before"] = str(args.before)

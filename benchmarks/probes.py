@@ -4,11 +4,12 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
     peak-memory CONFIG_JSON BATCH LENGTH training|decoding POLICY
         [peak KiB before, peak KiB after 3 training steps or 3 beam searches,
          GPU:0 peak KiB or null]
-    saved-model DIRECTORY REPEATS INTRA_OP_THREADS
+    saved-model DIRECTORY REPEATS INTRA_OP_THREADS [SENTENCES_FILE]
         {"1": [seconds per call at batch 1], "32": [...]} of the SavedModel's `translate`,
         loaded with tensorflow and tensorflow_text only (REPEATS calls at batch 1, a quarter as
         many at batch 32), TensorFlow's threads within an op set to INTRA_OP_THREADS (0: its
-        default, one per core; TensorFlow Serving's --tensorflow_intra_op_parallelism)
+        default, one per core; TensorFlow Serving's --tensorflow_intra_op_parallelism), on the
+        file's first sentence and first 32 (default: PROBE_SENTENCE)
     training-step CONFIG_JSON BATCH LENGTH REPEATS
         [seconds of each training step after 2 warm-up steps] under the Keras backend of
         KERAS_BACKEND (compiled: XLA under JAX, a tf.function without XLA under TensorFlow)
@@ -95,13 +96,16 @@ def peak_memory(config_json, batch, length, what, policy):
     ]
 
 
-def saved_model(directory, repeats, intra_op_threads):
+def saved_model(directory, repeats, intra_op_threads, sentences_file=None):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
     tf.config.threading.set_intra_op_parallelism_threads(int(intra_op_threads))
     translate = tf.saved_model.load(directory).signatures["translate"]
     sentences = [PROBE_SENTENCE] * 32
+    if sentences_file:
+        with open(sentences_file, encoding="utf-8") as lines:
+            sentences = lines.read().splitlines()[:32]
     answers = {}
     for batch in (1, 32):
         batch_sentences = tf.constant(sentences[:batch])

@@ -17,6 +17,7 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
         "## Keras backends",
         "## Decoding",
         "## Exported SavedModel",
+        "## CTranslate2",
         "## Padding efficiency",
         "## Peak resident host memory",
     ):
@@ -46,6 +47,14 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
     }  # --quick: TensorFlow's default threads only
     for row in saved:
         assert row["steps"] > 1 and row["over_xla"] == row["p50_ms"] / row["xla_ms"]
+    engines = [row["engine"] for row in results["ctranslate2"]]
+    assert engines == [
+        "SavedModel, fresh process",
+        "XLA, in process",
+        "CTranslate2 float32",
+        "CTranslate2 int8",
+    ]
+    assert all(row["batch1_ms"] > 0 and 0 <= row["same"] <= 32 for row in results["ctranslate2"])
     assert results["padding_efficiency"]["True"] > results["padding_efficiency"]["False"]
     assert results["memory"]["training"]["peak_mib"] > 0
 

@@ -1,5 +1,5 @@
-"""BLEU and chrF of a trained model, from a checkpoint or a SavedModel, on a dataset split or on
-files.
+"""BLEU and chrF of a trained model, from a checkpoint, a SavedModel or a CTranslate2 model
+(`serving.ctranslate2`), on a dataset split or on files.
 
     python -m training.evaluate --model runs/demo/model.keras --split test
     python -m training.evaluate --model exports/transformer --source de.txt --reference en.txt
@@ -45,9 +45,12 @@ def load_translate(
         for flag, given in (("--sample", sampling is not None), ("--jit-compile", jit_compile)):
             if given:
                 raise ValueError(
-                    f"{model_path} is a directory (a SavedModel), which decodes as it was "
-                    f"exported; {flag} needs a .keras model or a step checkpoint"
+                    f"{model_path} is a directory (a SavedModel or a CTranslate2 model), which "
+                    f"decodes with its own search; {flag} needs a .keras model or a step "
+                    "checkpoint"
                 )
+        if (model_path / "model.bin").is_file():
+            return ctranslate2_translate(model_path, beam_size, alpha)
         saved_model = latest_version(model_path)
         if not (saved_model / "saved_model.pb").is_file():
             raise ValueError(f"{saved_model} holds no saved_model.pb")
@@ -76,6 +79,21 @@ def load_translate(
     else:
         search = f"beam search (beam {beam_size}, alpha {alpha})"
     return translator.translate, f"{model_path} with {search}{', XLA' if jit_compile else ''}"
+
+
+def ctranslate2_translate(model_dir, beam_size, alpha):
+    """The translate function of a CTranslate2 model directory (`serving.ctranslate2`)."""
+    import tensorflow as tf
+
+    from serving.ctranslate2 import CTranslate2Translator
+
+    engine = CTranslate2Translator(model_dir, beam_size, alpha)
+
+    def translate(sentences):
+        texts = [sentence.decode("utf-8") for sentence in sentences.numpy()]
+        return {"translation": tf.constant([text for text, _ in engine.translate(texts)])}
+
+    return translate, f"CTranslate2 {model_dir} with beam search (beam {beam_size}, alpha {alpha})"
 
 
 def main(argv=None):
