@@ -21,6 +21,7 @@ import tempfile
 
 import numpy as np
 
+from serving.export import add_model_arguments, model_and_tokenizer
 from training.console import add_verbose_flag
 
 TOKENIZER_FILE = "tokenizer.model"
@@ -228,19 +229,7 @@ def main(argv=None):
         description="Convert a trained model into a CTranslate2 model directory (for "
         "`serving.translate --engine ctranslate2`).",
     )
-    parser.add_argument(
-        "--model",
-        type=pathlib.Path,
-        required=True,
-        help="the trained model: a .keras file, or a run's step checkpoint (.weights.npz)",
-    )
-    parser.add_argument(
-        "--tokenizer",
-        type=pathlib.Path,
-        default=None,
-        help="its sentencepiece model (default: tokenizer.model beside the model or in its run "
-        "directory)",
-    )
+    add_model_arguments(parser)
     parser.add_argument(
         "--out", type=pathlib.Path, required=True, help="the directory to write, e.g. exports/ct2"
     )
@@ -256,10 +245,7 @@ def main(argv=None):
 
     from training import run_dir
 
-    tokenizer_path = args.tokenizer or run_dir.tokenizer_beside(args.model)
-    for path, what in ((args.model, "model"), (tokenizer_path, "tokenizer")):
-        if not path.is_file():
-            parser.error(f"{what} {path} does not exist")
+    _, tokenizer_path = model_and_tokenizer(parser, args)
     try:
         out_dir = convert(
             run_dir.load_model(args.model), tokenizer_path, args.out, args.quantization

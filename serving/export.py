@@ -9,12 +9,8 @@ import pathlib
 from training.console import add_verbose_flag
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m serving.export",
-        description="Write a SavedModel whose serving_default signature translates strings "
-        "(beam search, §6.1) into OUT/<version>/, the layout TensorFlow Serving loads.",
-    )
+def add_model_arguments(parser):
+    """--model and --tokenizer, as the export programs take them."""
     parser.add_argument(
         "--model",
         type=pathlib.Path,
@@ -30,6 +26,26 @@ def main(argv=None):
             "directory)"
         ),
     )
+
+
+def model_and_tokenizer(parser, args):
+    """The paths of --model and of its tokenizer; exits naming a missing file."""
+    from training import run_dir
+
+    tokenizer_path = args.tokenizer or run_dir.tokenizer_beside(args.model)
+    for path, what in ((args.model, "model"), (tokenizer_path, "tokenizer")):
+        if not path.is_file():
+            parser.error(f"{what} {path} does not exist")
+    return args.model, tokenizer_path
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m serving.export",
+        description="Write a SavedModel whose serving_default signature translates strings "
+        "(beam search, §6.1) into OUT/<version>/, the layout TensorFlow Serving loads.",
+    )
+    add_model_arguments(parser)
     parser.add_argument(
         "--out",
         type=pathlib.Path,
@@ -61,10 +77,7 @@ def main(argv=None):
     from serving.packaging import export_for_serving
     from training import run_dir
 
-    tokenizer_path = args.tokenizer or run_dir.tokenizer_beside(args.model)
-    for path, what in ((args.model, "model"), (tokenizer_path, "tokenizer")):
-        if not path.is_file():
-            parser.error(f"{what} {path} does not exist")
+    _, tokenizer_path = model_and_tokenizer(parser, args)
     try:
         model = run_dir.load_model(args.model)
         translator = kt.Translator(
