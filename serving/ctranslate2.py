@@ -237,8 +237,8 @@ def main(argv=None):
         "--quantization",
         default="none",
         choices=QUANTIZATIONS,
-        help="weight type: none (float32), int8 (with float32 elsewhere: int8_float32 is the "
-        "same on CPUs), float16 (default: none)",
+        help="CTranslate2's weight quantization: none (float32 weights), int8, int8_float32 or "
+        "float16 (default: none)",
     )
     add_verbose_flag(parser)
     args = parser.parse_args(argv)

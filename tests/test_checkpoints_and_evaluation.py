@@ -221,11 +221,13 @@ def test_evaluate_bleu_and_chrf_equal_sacrebleu_on_the_files(saved_number_model,
         ),
         (
             ["--model", "{root}", "--sample"],
-            "is a directory \\(a SavedModel\\), which decodes as it was exported; --sample needs",
+            "is a directory \\(a SavedModel or a CTranslate2 model\\), which decodes with its own "
+            "search; --sample needs",
         ),
         (
             ["--model", "{root}", "--jit-compile"],
-            "is a directory \\(a SavedModel\\), which decodes as it was exported; --jit-compile",
+            "is a directory \\(a SavedModel or a CTranslate2 model\\), which decodes with its own "
+            "search; --jit-compile",
         ),
         (
             ["--model", "{root}/model.keras", "--sample", "--top-p", "1.5"],

@@ -181,14 +181,12 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
 
 
 def test_trained_under_jax_then_evaluated_and_exported_by_tensorflow(number_data, tmp_path):
-    """The README's recipe: train under KERAS_BACKEND=jax (with gradient accumulation), then
-    score and export model.keras with the TensorFlow programs."""
+    """The README's recipe: train under KERAS_BACKEND=jax, then score and export model.keras
+    with the TensorFlow programs."""
     out, export = tmp_path / "run", tmp_path / "export"
     steps = ["--steps", "40", "--steps-per-epoch", "20", "--checkpoint-every", "10"]
-    steps += ["--accumulate-steps", "2"]
     trained = run_program(tiny_run(number_data, out, *steps), env={"KERAS_BACKEND": "jax"})
     assert "Keras backend jax" in trained.stderr and "XLA on" in trained.stderr
-    assert "2 micro-batches per update" in trained.stderr
     assert "--bleu-sentences: translating needs the TensorFlow backend" in trained.stderr
     assert f"python -m serving.export --model {out / 'model.keras'}" in trained.stdout
     assert not (out / "export").exists()
@@ -357,9 +355,9 @@ def test_killed_run_resumes_from_its_backup(number_data, tmp_path):
         number_data,
         out,
         "--steps",
-        "200",
+        "150",
         "--steps-per-epoch",
-        "20",
+        "15",
         "--bleu-sentences",
         "0",
         "--accumulate-steps",
@@ -384,14 +382,14 @@ def test_killed_run_resumes_from_its_backup(number_data, tmp_path):
     assert backed_up < 10, "the run finished before it was killed"
 
     completed = run_program(args)
-    resumed_step = backed_up * 20
+    resumed_step = backed_up * 15
     assert (
         f"resumed from the backup in {out / 'backup'}: step {resumed_step}, epoch {backed_up}"
         in completed.stdout
     )
-    assert completed.stdout.count("/20 - ") == 10 - backed_up  # only the missing epochs are trained
-    assert "training stopped at step 200" in completed.stderr
-    assert checkpoints_steps(out) == [120, 140, 160, 180, 200]
+    assert completed.stdout.count("/15 - ") == 10 - backed_up  # only the missing epochs are trained
+    assert "training stopped at step 150" in completed.stderr
+    assert checkpoints_steps(out) == [90, 105, 120, 135, 150]
 
 
 def test_accumulated_updates_and_checkpoints_every_few_minutes(
@@ -418,6 +416,19 @@ def test_accumulated_updates_and_checkpoints_every_few_minutes(
     assert rates[1] == pytest.approx(64**-0.5 * 15 * 1000**-1.5, rel=1e-5)  # Eq. 3, update 15
 
 
+# Two runs in one process (one TensorFlow start), without the final averaging and export: the
+# CPU is split into two devices once, before TensorFlow starts, and both runs mirror over them.
+TWO_RUNS = """
+import json, sys
+from training import runtime, train
+devices = runtime.split_cpu(2)
+runtime.split_cpu = lambda count: devices[:count]
+for argv in json.loads(sys.argv[1]):
+    args = train.build_parser().parse_args(argv)
+    train.train_model(args, *train.setup(args))
+"""
+
+
 def test_deterministic_runs_are_bitwise_identical(number_data, tmp_path, monkeypatch):
     """--deterministic turns TensorFlow's op determinism on; with it, dropout, two replicas and
     accumulation, two runs give the same losses and the same weights, bit for bit (on this CPU
@@ -429,22 +440,31 @@ def test_deterministic_runs_are_bitwise_identical(number_data, tmp_path, monkeyp
     args = tiny_run(number_data, tmp_path / "setup", "--deterministic")
     train.setup(train.build_parser().parse_args(args))
     assert calls == [1]
-    runs = []
+    args = ["--steps", "6", "--steps-per-epoch", "3", "--bleu-sentences", "0", "--deterministic"]
+    args += ["--accumulate-steps", "2", "--strategy", "mirrored", "--cpu-devices", "2"]
+    runs = [tiny_run(number_data, tmp_path / name, *args) for name in ("first", "second")]
+    completed = subprocess.run(
+        [sys.executable, "-c", TWO_RUNS, json.dumps(runs)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stderr.count("MirroredStrategy with 2 replica(s)") == 2
+    assert completed.stderr.count("deterministic ops") == 2
+    results = []
     for name in ("first", "second"):
-        out = tmp_path / name
-        args = ["--steps", "6", "--steps-per-epoch", "3", "--bleu-sentences", "0"]
-        args += ["--accumulate-steps", "2", "--strategy", "mirrored", "--cpu-devices", "2"]
-        completed = run_program(tiny_run(number_data, out, *args, "--deterministic"))
-        assert "deterministic ops" in completed.stderr
-        losses = summaries(out / "logs" / "train")["batch_loss"][1]
-        runs.append(
+        losses = summaries(tmp_path / name / "logs" / "train")["batch_loss"][1]
+        checkpoints = sorted((tmp_path / name / "checkpoints").iterdir())
+        results.append(
             (
                 [proto.SerializeToString() for _, proto in losses],
-                [path.read_bytes() for path in sorted((out / "checkpoints").iterdir())],
+                [path.read_bytes() for path in checkpoints],
             )
         )
-    assert len(runs[0][0]) == 6 and len(runs[0][1]) == 2
-    assert runs[0] == runs[1]
+    assert len(results[0][0]) == 6 and len(results[0][1]) == 2
+    assert results[0] == results[1]
 
 
 class SteppingClock:
