@@ -5,12 +5,14 @@
     python -m benchmarks.bench --gpu    # a GPU: bf16, XLA off and on, the base preset at the
                                         # paper's 25000-token batch; writes benchmarks/GPU.md
 
+It measures; benchmarks/report.py writes the Markdown report (and re-renders one from a
+results.json: `python -m benchmarks.report`).
+
 Every figure is the median of `--repeats` timed repetitions after warm-up runs, the things
 compared timed in turn within each repetition; training speed against the peer is also given as
 the quartiles of the per-repetition ratios, to show how steady the machine was.
 """
 
-import argparse
 import datetime
 import importlib.util
 import json
@@ -21,10 +23,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 
 import numpy as np
 
+from benchmarks import report
 from benchmarks.probes import PROBE_SENTENCE
+from programs import console, flags
 
 RESULTS = "benchmarks/README.md"
 ROOT = pathlib.Path(__file__).resolve().parents[1]  # where `python -m benchmarks.probes` runs
@@ -316,20 +321,10 @@ def ctranslate2_speed(repeats, directory, steps, size=DEMO_SIZE):
     import tensorflow as tf
 
     import keras_transformer as kt
-    from keras_transformer.data import Corpus, make_batches
-    from serving.ctranslate2 import CTranslate2Translator, convert
+    from programs.engines import CTranslate2Translator
+    from serving.ctranslate2 import convert
 
-    train = copy_pairs(4000, seed=0)
-    tokenizer_path = f"{directory}/tokenizer.model"
-    tokenizer = kt.SubwordTokenizer.train([s for s, _ in train], 300, tokenizer_path)
-    preset, overrides = size
-    config = kt.TransformerConfig.preset(
-        preset, vocab_size=tokenizer.vocab_size, warmup_steps=100, **overrides
-    )
-    model = kt.build_transformer(config)
-    model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
-    batches = make_batches(Corpus(train).dataset(), tokenizer, 1024, 32, repeat=True, seed=0)
-    model.fit(batches, steps_per_epoch=steps, epochs=1, shuffle=False, verbose=0)
+    model, tokenizer, tokenizer_path = train_copy_model(directory, steps, size)
     sentences = [source for source, _ in copy_pairs(32, seed=1)]
     sentences_file = pathlib.Path(directory) / "sentences.txt"
     sentences_file.write_text("\n".join(sentences) + "\n", encoding="utf-8")
@@ -352,25 +347,48 @@ def ctranslate2_speed(repeats, directory, steps, size=DEMO_SIZE):
         )
         name = f"CTranslate2 {'float32' if quantization == 'none' else quantization}"
         engines[name] = lambda batch, engine=engine: [t for t, _ in engine.translate(batch)]
-    rows = [
-        dict(
-            engine="SavedModel, fresh process",
-            batch1_ms=1000 * float(np.median(saved["1"])),
-            batch32_ms=1000 * float(np.median(saved["32"])) / 32,
-            same=32,
-        )
+    saved_row = dict(
+        engine="SavedModel, fresh process",
+        batch1_ms=1000 * float(np.median(saved["1"])),
+        batch32_ms=1000 * float(np.median(saved["32"])) / 32,
+        same=32,
+    )
+    return [saved_row] + [
+        engine_speed(name, translate, sentences, reference, repeats)
+        for name, translate in engines.items()
     ]
-    for name, translate in engines.items():
-        translate(sentences[:1])  # warm-up (and XLA's compilation)
-        rows.append(
-            dict(
-                engine=name,
-                batch1_ms=1000 * median_seconds(lambda t=translate: t(sentences[:1]), repeats),
-                batch32_ms=1000 * median_seconds(lambda t=translate: t(sentences), repeats) / 32,
-                same=sum(a == b for a, b in zip(translate(sentences), reference)),
-            )
-        )
-    return rows
+
+
+def train_copy_model(directory, steps, size):
+    """A model of `size` (a preset and its overrides) trained `steps` steps to copy sentences,
+    its tokenizer, and the tokenizer's path in `directory`."""
+    import keras_transformer as kt
+    from keras_transformer.data import Corpus, make_batches
+
+    train = copy_pairs(4000, seed=0)
+    tokenizer_path = f"{directory}/tokenizer.model"
+    tokenizer = kt.SubwordTokenizer.train([s for s, _ in train], 300, tokenizer_path)
+    preset, overrides = size
+    config = kt.TransformerConfig.preset(
+        preset, vocab_size=tokenizer.vocab_size, warmup_steps=100, **overrides
+    )
+    model = kt.build_transformer(config)
+    model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
+    batches = make_batches(Corpus(train).dataset(), tokenizer, 1024, 32, repeat=True, seed=0)
+    model.fit(batches, steps_per_epoch=steps, epochs=1, shuffle=False, verbose=0)
+    return model, tokenizer, tokenizer_path
+
+
+def engine_speed(name, translate, sentences, reference, repeats):
+    """A CTranslate2 table row: `translate` (a list of sentences to their translations) at
+    batch 1 and 32, and how many of its translations of `sentences` equal `reference`."""
+    translate(sentences[:1])  # warm-up (and XLA's compilation)
+    return dict(
+        engine=name,
+        batch1_ms=1000 * median_seconds(lambda: translate(sentences[:1]), repeats),
+        batch32_ms=1000 * median_seconds(lambda: translate(sentences), repeats) / 32,
+        same=sum(a == b for a, b in zip(translate(sentences), reference)),
+    )
 
 
 def best_length(ids):
@@ -379,243 +397,8 @@ def best_length(ids):
     return int(np.count_nonzero(ids.reshape(-1, ids.shape[-1])[0]))
 
 
-def before_saved_model(before, search, threads):
-    """Batch-1 p50 ms of an exported search in an earlier run's results (`--before`), or None."""
-    for row in before["saved_model"]:
-        if (row["search"], row["intra_op_threads"]) == (search, threads):
-            return row["p50_ms"]
-    return None
-
-
-def table_header(columns, before_unit, before):
-    """The two header lines of a markdown table of `columns` ((name, "l" or "r") pairs: left-
-    or right-aligned), and with `before` the earlier run's figure in `before_unit` and the
-    speed-up over it."""
-    if before:
-        columns = (*columns, (f"before: {before_unit}", "r"), ("speed-up", "r"))
-    names = " | ".join(name for name, _ in columns)
-    rules = " | ".join("---:" if align == "r" else "---" for _, align in columns)
-    return [f"| {names} |", f"| {rules} |"]
-
-
-def before_cells(then, now):
-    """The --before columns of a row: the earlier figure and now's speed-up over it."""
-    return f" {then:.1f} | {then / now:.2f} |" if then else " | |"
-
-
-def on_off(flag):
-    return "on" if flag else "off"
-
-
-def before_decoding(before, batch, method, xla):
-    """ms/sentence of a decoding row in an earlier run's results (`--before`), or None."""
-    for setting in before["decoding"]:
-        for row in setting["rows"]:
-            if (setting["batch"], row["method"], row["xla"]) == (batch, method, xla):
-                return row["ms_per_sentence"]
-    return None
-
-
-def report(results, before=None):
-    """The markdown tables of `results`; with `before` (an earlier run's results.json), the
-    decoding and SavedModel rows also give that run's figures and the speed-up over them."""
-    before_note = (
-        f" Before: the same rows in `{results['before']}` (run {before['date']}, "
-        f"{before['machine']})."
-        if before
-        else ""
-    )
-    lines = [
-        "# Benchmarks",
-        "",
-        "Written by `make bench` (`python -m benchmarks.bench`); do not edit by hand. Every figure "
-        "is a",
-        "ratio against a peer measured in the same run: a model of the same size built from "
-        "KerasHub's",
-        "`TransformerEncoder`/`TransformerDecoder` (benchmarks/peer.py), or our own decoding "
-        "without",
-        "its cache (full recomputation each step, the method of the official TensorFlow tutorial).",
-        "The raw figures are in `results.json`. On a GPU, `python -m benchmarks.bench --gpu` "
-        "writes the",
-        "same tables to `GPU.md` (bfloat16, XLA off and on, the base preset at 25000 tokens a "
-        "step).",
-        "",
-        f"`python -m benchmarks.bench {results['arguments']}` on {results['machine']}, "
-        f"{results['date']}.",
-        f"TensorFlow {results['versions']['tensorflow']}, Keras {results['versions']['keras']}, "
-        f"keras-hub {results['versions']['keras_hub']}. Medians of {results['repeats']} "
-        "repetitions after warm-up, "
-        "the models compared timed in turn within each repetition.",
-        f"Keras dtype policy {results['policy']}. Matmul rate of this machine "
-        f"({results['matmul_dtype']}, TensorFlow, "
-        f"best square size): {results['matmul_flops'] / 1e9:.1f} GFLOP/s.",
-        "",
-        "## Training step (forward, backward, Adam update)",
-        "",
-        "| preset | batch x length | XLA | model | parameters | target tokens/s | speed over peer "
-        "(quartiles) | MFU |",
-        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
-    ]
-    for setting in results["training"]:
-        for name, row in setting["rows"].items():
-            ratio = (
-                "{1:.2f} ({0:.2f}-{2:.2f})".format(*row["speed_over_peer"])
-                if "speed_over_peer" in row
-                else "1.00"
-            )
-            lines.append(
-                f"| {setting['preset']} | {setting['shape']} | {'on' if setting['xla'] else 'off'} "
-                f"| {name} | {row['params']:,} | "
-                f"{row['tokens_per_second']:,.0f} | {ratio} | {100 * row['mfu']:.1f}% |"
-            )
-    lines += [
-        "",
-        "The peer's extra parameters are its untied output projection and learned positions "
-        "(KerasHub's `TokenAndPositionEmbedding`); MFU counts the same matmul FLOPs for both "
-        "(the layer sizes of §3, backward = 2 x forward) over the machine's matmul rate. The speed "
-        "over "
-        "the peer is the median of the per-repetition ratios of step times (with their quartiles), "
-        "which can differ from the ratio of the median throughputs.",
-    ]
-    lines += ["", "## Keras backends (training step of our model, fresh processes in turn)", ""]
-    if results["backends"] is None:
-        lines.append("JAX is not installed: `pip install jax` to measure the JAX backend.")
-    else:
-        lines += [
-            "| preset | batch x length | backend | target tokens/s | speed over TensorFlow |",
-            "| --- | --- | --- | ---: | ---: |",
-        ]
-        for setting in results["backends"]:
-            for backend, row in setting["rows"].items():
-                compiler = "XLA" if backend == "jax" else "tf.function, no XLA"
-                lines.append(
-                    f"| {setting['preset']} | {setting['shape']} | {backend} ({compiler}) | "
-                    f"{row['tokens_per_second']:,.0f} | {row['speed_over_tensorflow']:.2f} |"
-                )
-    lines += [
-        "",
-        f"## Decoding ({results['decoding_preset']} preset, random weights, source length 20, "
-        f"output up to {results['decoding_length']} tokens)",
-        "",
-        "Over full recomputation: against our decoding without its cache (XLA off: its growing "
-        "prefix has dynamic shapes, which XLA does not compile). Over KerasHub: against the "
-        "peer's cached greedy decoding with the same XLA setting." + before_note,
-        "",
-        *table_header(
-            (
-                ("batch", "r"),
-                ("decoder steps", "r"),
-                ("method", "l"),
-                ("XLA", "l"),
-                ("sentences/s", "r"),
-                ("ms/sentence", "r"),
-                ("over full recomputation", "r"),
-                ("over KerasHub", "r"),
-            ),
-            "ms/sentence",
-            before,
-        ),
-    ]
-    for setting in results["decoding"]:
-        rows = {(row["method"], row["xla"]): row for row in setting["rows"]}
-        base = rows[("greedy, full recomputation", False)]["ms_per_sentence"]
-        for (method, xla), row in rows.items():
-            peer = rows[("KerasHub greedy, cached", xla)]["ms_per_sentence"]
-            ours = row["ms_per_sentence"]
-            over_peer = f"{peer / ours:.2f}" if method == "greedy, cached" else ""
-            line = (
-                f"| {setting['batch']} | {setting['steps']} | {method} | {on_off(xla)} | "
-                f"{row['sentences_per_second']:.1f} | {ours:.1f} | {base / ours:.2f} | "
-                f"{over_peer} |"
-            )
-            if before:
-                line += before_cells(before_decoding(before, setting["batch"], method, xla), ours)
-            lines.append(line)
-    lines += [
-        "",
-        f"## Exported SavedModel ({results['decoding_preset']} preset, random weights, loaded in "
-        "a fresh process)",
-        "",
-        "The `translate` signature on strings, as TensorFlow Serving runs it (no XLA), beside "
-        "the same model decoding the same source ids with XLA in the benchmark's process "
-        f"(batch 1; {results['saved_model_calls']} calls each at batch 1, a quarter as many at "
-        "batch 32). The SavedModel also tokenizes, detokenizes and computes the alignment. "
-        "Threads within an op: TensorFlow's default (one per core) or 1 (TensorFlow Serving's "
-        "`--tensorflow_intra_op_parallelism=1`).",
-        "",
-        *table_header(
-            (
-                ("search", "l"),
-                ("threads within an op", "l"),
-                ("decoder steps", "r"),
-                ("batch 1 p50 ms", "r"),
-                ("p99 ms", "r"),
-                ("batch 32 sentences/s", "r"),
-                ("XLA, ms", "r"),
-                ("SavedModel over XLA", "r"),
-            ),
-            "p50 ms",
-            before,
-        ),
-    ]
-    for row in results["saved_model"]:
-        threads = row["intra_op_threads"] or "default"
-        line = (
-            f"| {row['search']} | {threads} | {row['steps']} | {row['p50_ms']:.1f} | "
-            f"{row['p99_ms']:.1f} | {row['batch32_sentences_per_second']:.1f} | "
-            f"{row['xla_ms']:.1f} | {row['over_xla']:.2f} |"
-        )
-        if before:
-            then = before_saved_model(before, row["search"], row["intra_op_threads"])
-            line += before_cells(then, row["p50_ms"])
-        lines.append(line)
-    lines += [
-        "",
-        f"## CTranslate2 (a model of the demo's size trained {results['ctranslate2_steps']} steps "
-        "to copy sentences; the tiny preset with --quick)",
-        "",
-        "Beam 4, alpha 0.6, on 32 held-out sentences: ms per sentence at batch 1 (the first "
-        "sentence) and batch 32, and how many of the 32 translations equal the SavedModel's. "
-        "The SavedModel runs in a fresh process as TensorFlow Serving would; the others in the "
-        "benchmark's process. CTranslate2 from `python -m serving.ctranslate2` (float32, and "
-        "`--quantization int8`).",
-        "",
-        "| engine | batch 1 ms | batch 32 ms/sentence | batch 1 over SavedModel | "
-        "batch 32 over SavedModel | same translations |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    saved = results["ctranslate2"][0]
-    for row in results["ctranslate2"]:
-        lines.append(
-            f"| {row['engine']} | {row['batch1_ms']:.1f} | {row['batch32_ms']:.2f} | "
-            f"{saved['batch1_ms'] / row['batch1_ms']:.2f} | "
-            f"{saved['batch32_ms'] / row['batch32_ms']:.2f} | {row['same']}/32 |"
-        )
-    efficiency = results["padding_efficiency"]
-    lines += [
-        "",
-        "## Padding efficiency (real tokens / all tokens in batches)",
-        "",
-        f"Length-bucketed batches: {100 * efficiency['True']:.1f}%; fixed-size batches of the same "
-        f"token budget: {100 * efficiency['False']:.1f}%.",
-        "",
-        "## Peak resident host memory (fresh process, XLA off)",
-        "",
-        "| work | peak MiB | added by the work, MiB | GPU:0 peak MiB |",
-        "| --- | ---: | ---: | ---: |",
-    ]
-    for what, row in results["memory"].items():
-        gpu = f"{row['gpu_peak_mib']:.0f}" if "gpu_peak_mib" in row else "no GPU"
-        lines.append(f"| {what} | {row['peak_mib']:.0f} | {row['added_mib']:.0f} | {gpu} |")
-    return "\n".join(lines) + "\n"
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.bench",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+def build_parser():
+    parser = flags.parser("benchmarks.bench", __doc__.split("\n\n")[0])
     parser.add_argument(
         "--quick", action="store_true", help="the tiny preset and one repetition (for tests)"
     )
@@ -646,32 +429,45 @@ def main(argv=None):
         help="an earlier run's results.json: the decoding and SavedModel tables then give its "
         "figures beside this run's, and the speed-up",
     )
-    parser.add_argument(
-        "--output",
-        default=None,
-        help="the markdown file to write ('-': stdout; "
-        f"default {RESULTS}, benchmarks/GPU.md with --gpu)",
+    flags.add_output(
+        parser,
+        f"the Markdown report ('-': standard output; default {RESULTS}, benchmarks/GPU.md with "
+        "--gpu) and beside it the raw results (results.json for README.md, NAME.json for NAME.md)",
     )
-    args = parser.parse_args(argv)
-    xla = {"off": [False], "on": [True], "both": [False, True]}[
-        args.xla or ("both" if args.gpu else "off")
-    ]
-    bf16 = (args.mixed_precision or ("bf16" if args.gpu else "off")) == "bf16"
-    output = args.output or ("benchmarks/GPU.md" if args.gpu else RESULTS)
+    return parser
 
-    import keras
-    import keras_hub
-    import tensorflow as tf
 
-    import keras_transformer as kt
-
-    repeats = 1 if args.quick else args.repeats
+def plan(args):
+    """What a run measures, from its flags."""
     if args.quick:
         presets = [("tiny", 8, 16)]
     elif args.gpu:
         presets = [("base", 500, 50)]  # 25000 target tokens a step, the paper's batch (§5.1)
     else:
         presets = [("small", 32, 32), ("base", 8, 32)]
+    return types.SimpleNamespace(
+        quick=args.quick,
+        repeats=1 if args.quick else args.repeats,
+        presets=presets,
+        xla={"off": [False], "on": [True], "both": [False, True]}[
+            args.xla or ("both" if args.gpu else "off")
+        ],
+        bf16=(args.mixed_precision or ("bf16" if args.gpu else "off")) == "bf16",
+        vocab=500 if args.quick else 8000,
+    )
+
+
+def config_of(preset, vocab):
+    import keras_transformer as kt
+
+    return kt.TransformerConfig.preset(preset, vocab_size=vocab, dropout=0.0, max_length=128)
+
+
+def setup_tensorflow(bf16):
+    """Sets the dtype policy and memory growth on every GPU; the GPUs."""
+    import keras
+    import tensorflow as tf
+
     # Each model and decoding setting is traced once on purpose; TensorFlow would warn of
     # "excessive retracing" across them.
     tf.get_logger().setLevel("ERROR")
@@ -682,109 +478,143 @@ def main(argv=None):
             tf.config.experimental.set_memory_growth(gpu, True)
         except RuntimeError:  # TensorFlow already started (main called in-process): left as it is
             pass
-    if args.gpu and not gpus:
-        parser.error("--gpu: TensorFlow sees no GPU here")
+    return gpus
+
+
+def run_information(setting, arguments, gpus):
+    """The results' first entries: how, where and with what the run measured."""
+    import keras
+    import keras_hub
+    import tensorflow as tf
+
     device = (
         tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU")
         if gpus
         else "no GPU"
     )
-    vocab = 500 if args.quick else 8000
-
-    def config_of(preset):
-        return kt.TransformerConfig.preset(preset, vocab_size=vocab, dropout=0.0, max_length=128)
-
-    results = dict(
-        arguments=" ".join(argv if argv is not None else sys.argv[1:]),
+    return dict(
+        arguments=" ".join(arguments),
         machine=f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPU cores, {device}",
         policy=keras.config.dtype_policy().name,
-        matmul_dtype="bfloat16" if bf16 else "float32",
+        matmul_dtype="bfloat16" if setting.bf16 else "float32",
         date=datetime.date.today().isoformat(),
         versions=dict(
             tensorflow=tf.__version__, keras=keras.__version__, keras_hub=keras_hub.__version__
         ),
-        repeats=repeats,
+        repeats=setting.repeats,
     )
-    progress = keras.utils.Progbar(
-        7, unit_name="part"
-    )  # matmul, training and backends, decoding, SavedModel, CTranslate2, padding, memory
-    sizes = (256, 512) if args.quick else (2048, 4096, 8192) if gpus else (512, 1024, 2048, 4096)
-    results["matmul_flops"] = matmul_rate(max(repeats, 5), sizes, results["matmul_dtype"])
+
+
+def measure(setting, arguments, gpus):
+    """Every part of the benchmark in turn, with a progress bar: the results."""
+    import keras
+
+    results = run_information(setting, arguments, gpus)
+    # matmul, training and backends, decoding, SavedModel, CTranslate2, padding, memory
+    progress = keras.utils.Progbar(7, unit_name="part")
+    sizes = (256, 512) if setting.quick else (2048, 4096, 8192) if gpus else (512, 1024, 2048, 4096)
+    results["matmul_flops"] = matmul_rate(max(setting.repeats, 5), sizes, results["matmul_dtype"])
     progress.update(1)
-    results["training"] = [
+    results.update(measure_training(setting, results["matmul_flops"]))
+    progress.update(2)
+    results.update(measure_decoding(setting))
+    progress.update(3)
+    results.update(measure_exports(setting, progress))
+    progress.update(5)
+    efficiency = padding_efficiency(setting.quick)
+    results["padding_efficiency"] = {str(k): v for k, v in efficiency.items()}
+    progress.update(6)
+    preset, batch, length = setting.presets[0]
+    config = config_of(preset, setting.vocab)
+    results["memory"] = peak_memory(config, batch, length, results["policy"])
+    progress.update(7)
+    return results
+
+
+def measure_training(setting, rate):
+    """The training step against the peer for each preset and XLA setting, and under each Keras
+    backend (None without JAX)."""
+    training = [
         dict(
             preset=preset,
             shape=f"{batch} x {length}",
             xla=jit_compile,
             rows=training_throughput(
-                config_of(preset), batch, length, repeats, results["matmul_flops"], jit_compile
+                config_of(preset, setting.vocab), batch, length, setting.repeats, rate, jit_compile
             ),
         )
-        for preset, batch, length in presets
-        for jit_compile in xla
+        for preset, batch, length in setting.presets
+        for jit_compile in setting.xla
     ]
-    rounds = 1 if args.quick else 2
-    backends = [
-        (
-            preset,
-            batch,
-            length,
-            backend_throughput(config_of(preset), batch, length, repeats, rounds),
-        )
-        for preset, batch, length in presets
-    ]
-    results["backends"] = (
-        None
-        if backends[0][3] is None
-        else [
-            dict(preset=preset, shape=f"{batch} x {length}", rows=rows)
-            for preset, batch, length, rows in backends
-        ]
-    )
-    progress.update(2)
-    length = 8 if args.quick else 64
-    results.update(decoding_preset=presets[0][0], decoding_length=length)
-    results["decoding"] = [
-        dict(batch=batch, **decoding_speed(config_of(presets[0][0]), batch, length, repeats))
+    rounds = 1 if setting.quick else 2
+    backends = []
+    for preset, batch, length in setting.presets:
+        config = config_of(preset, setting.vocab)
+        rows = backend_throughput(config, batch, length, setting.repeats, rounds)
+        if rows is None:
+            return dict(training=training, backends=None)
+        backends.append(dict(preset=preset, shape=f"{batch} x {length}", rows=rows))
+    return dict(training=training, backends=backends)
+
+
+def measure_decoding(setting):
+    """Decoding at batch 1 and 32, on the first preset."""
+    preset = setting.presets[0][0]
+    length = 8 if setting.quick else 64
+    config = config_of(preset, setting.vocab)
+    decoding = [
+        dict(batch=batch, **decoding_speed(config, batch, length, setting.repeats))
         for batch in (1, 32)
     ]
-    progress.update(3)
+    return dict(decoding_preset=preset, decoding_length=length, decoding=decoding)
+
+
+def measure_exports(setting, progress):
+    """The exported SavedModel against XLA, then the CTranslate2 engines."""
+    config = config_of(setting.presets[0][0], setting.vocab)
+    calls = 5 if setting.quick else 20
+    steps = 10 if setting.quick else 1000
     with tempfile.TemporaryDirectory() as directory:
-        results["saved_model_calls"] = 5 if args.quick else 20
-        results["saved_model"] = saved_model_latency(
-            config_of(presets[0][0]),
-            results["saved_model_calls"],
-            directory,
-            thread_settings=(0,) if args.quick else (0, 1),
+        saved_model = saved_model_latency(
+            config, calls, directory, thread_settings=(0,) if setting.quick else (0, 1)
         )
         progress.update(4)
-        results["ctranslate2_steps"] = 10 if args.quick else 1000
-        results["ctranslate2"] = ctranslate2_speed(
-            results["saved_model_calls"],
-            directory,
-            results["ctranslate2_steps"],
-            QUICK_SIZE if args.quick else DEMO_SIZE,
+        ctranslate2 = ctranslate2_speed(
+            calls, directory, steps, QUICK_SIZE if setting.quick else DEMO_SIZE
         )
-    progress.update(5)
-    results["padding_efficiency"] = {str(k): v for k, v in padding_efficiency(args.quick).items()}
-    progress.update(6)
-    results["memory"] = peak_memory(config_of(presets[0][0]), *presets[0][1:], results["policy"])
-    progress.update(7)
-    before = None
+    return dict(
+        saved_model_calls=calls,
+        saved_model=saved_model,
+        ctranslate2_steps=steps,
+        ctranslate2=ctranslate2,
+    )
+
+
+def write(text, results, output):
+    """The report to `output` ('-': stdout) and, beside a file, the raw results."""
+    if str(output) == "-":
+        sys.stdout.write(text)
+        return
+    output.write_text(text, encoding="utf-8")
+    raw = output.parent / ("results.json" if output.name == "README.md" else output.stem + ".json")
+    raw.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    print(f"results written to {output} and {raw}")
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    console.start(args.verbose)
+    setting = plan(args)
+    output = args.output or pathlib.Path("benchmarks/GPU.md" if args.gpu else RESULTS)
+    before = report.read_json(args.before, "--before") if args.before else None
+    gpus = setup_tensorflow(setting.bf16)
+    if args.gpu and not gpus:
+        parser.error("--gpu: TensorFlow sees no GPU here")
+    results = measure(setting, argv if argv is not None else sys.argv[1:], gpus)
     if args.before:
         results["before"] = str(args.before)
-        before = json.loads(args.before.read_text(encoding="utf-8"))
-    text = report(results, before)
-    if output == "-":
-        print(text)
-    else:
-        output = pathlib.Path(output)
-        output.write_text(text, encoding="utf-8")
-        raw = output.parent / (
-            "results.json" if output.name == "README.md" else output.stem + ".json"
-        )
-        raw.write_text(json.dumps(results, indent=2), encoding="utf-8")
-        print(f"results written to {output} and {raw}")
+    write(report.render(results, before), results, output)
 
 
 if __name__ == "__main__":

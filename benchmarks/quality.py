@@ -1,4 +1,6 @@
-"""Translation quality of the demo's training budget: a study of its settings on the Ding corpus.
+"""Train and score the study's settings on the Ding corpus, each for the same wall-clock budget,
+and write benchmarks/QUALITY.md and benchmarks/QUALITY.json. Resumable: runs with a result are
+skipped.
 
     python -m benchmarks.quality                    # every run of the study not yet done (hours)
     python -m benchmarks.quality --list             # the runs, and which are done
@@ -29,6 +31,8 @@ import shutil
 import subprocess
 import sys
 import time
+
+from programs import console, flags
 
 REPORT = pathlib.Path("benchmarks/QUALITY.md")
 TABLE_START, TABLE_END = (
@@ -229,39 +233,43 @@ def machine():
 
 
 def run_child(run, work_dir, minutes, test_only=False):
-    """Trains `run` in this process for `minutes`, scores its decodings and writes
-    RUN_DIR/result.json; with `test_only`, adds the test score to the finished run's result."""
+    """Trains `run` in this process for `minutes` with the training program's Trainer, scores
+    its decodings and writes RUN_DIR/result.json; with `test_only`, adds the test score to the
+    finished run's result."""
     from benchmarks import bench
-    from training import train  # first: training sets TensorFlow's environment
+    from training import train
+    from training.callbacks import current_step
+    from training.plan import TrainingPlan
+    from training.trainer import Trainer
 
     run_dir = work_dir / run.name
     tokenizer = work_dir / "tokenizers" / f"{run.tokenizer_key()}.model"
-    flags = [*run.training_flags(minutes), "--output-dir", str(run_dir)]
+    flags = [*run.training_flags(minutes), "--run-dir", str(run_dir)]
     if test_only:  # the tokenizer as the run was trained: the shared one, or its own
         shared = "tokenizer" in json.loads((run_dir / "run.json").read_text())["vocabulary"]
     else:
         shared = tokenizer.is_file()
     if shared:
         flags += ["--tokenizer", str(tokenizer)]
-    args = train.build_parser().parse_args(flags)
     started = time.monotonic()
-    config, strategy, policy, dataset, tokenizer_model, chief = train.setup(args)
+    trainer = Trainer(TrainingPlan.from_flags(train.build_parser().parse_args(flags)))
     tested = [("test", run.test)] if run.test else []
-    if test_only:
-        result = json.loads((run_dir / "result.json").read_text())
-        result["scores"] += score(run_dir, config, tokenizer_model, dataset, tested)
-        (run_dir / "result.json").write_text(json.dumps(result, indent=2))
-        return
-    if not tokenizer.is_file():
-        tokenizer.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(run_dir / "tokenizer.model", tokenizer)
-    # The machine's speed when the run starts: a run is bounded by time, so a slow hour costs steps.
-    matmul_gflops = bench.matmul_rate(repeats=10, sizes=(1024,)) / 1e9
-    training_started = time.monotonic()
-    steps = train.train_model(args, config, strategy, policy, dataset, tokenizer_model, chief)
-    training_seconds = time.monotonic() - training_started
-    validated = [("validation", decoding) for decoding in run.decodings]
-    scores = score(run_dir, config, tokenizer_model, dataset, validated + tested)
+    with trainer.prepared():
+        if test_only:
+            result = json.loads((run_dir / "result.json").read_text())
+            result["scores"] += score(trainer, tested)
+            (run_dir / "result.json").write_text(json.dumps(result, indent=2))
+            return
+        if not tokenizer.is_file():
+            tokenizer.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(run_dir / "tokenizer.model", tokenizer)
+        # The machine's speed as the run starts: a run is bounded by time, so a slow hour costs
+        # steps.
+        matmul_gflops = bench.matmul_rate(repeats=10, sizes=(1024,)) / 1e9
+        training_started = time.monotonic()
+        steps = current_step(trainer.train())
+        training_seconds = time.monotonic() - training_started
+        scores = score(trainer, [("validation", d) for d in run.decodings] + tested)
     result = {
         "name": run.name,
         "lever": run.lever,
@@ -280,48 +288,37 @@ def run_child(run, work_dir, minutes, test_only=False):
     (run_dir / "result.json").write_text(json.dumps(result, indent=2))
 
 
-def score(run_dir, config, tokenizer_model, dataset, tasks):
-    """Translates and scores each (split, decoding) of `tasks` with the average of the run's
-    last checkpoints; one score record each."""
+def score(trainer, tasks):
+    """Translates and scores each (split, decoding) of `tasks` with the average of the
+    trainer's run's last checkpoints; one score record each."""
     import keras_transformer as kt
-    from training import checkpoints, scoring
+    from programs import checkpoints, run_dir
+    from programs.engines import tensor_engine
+    from training import scoring
 
-    paths = checkpoints.list_checkpoints(run_dir / "checkpoints")
-    pairs = {split: dataset.pairs(split) for split in {split for split, _ in tasks}}
+    directory = trainer.plan.run_dir
+    paths = checkpoints.list_checkpoints(directory / "checkpoints")
+    pairs = {split: trainer.dataset.pairs(split) for split in {split for split, _ in tasks}}
     scores = []
     for split, decoding in tasks:
         beam, alpha, window, min_length = decoding_settings(decoding)
-        model = kt.build_transformer(config)
         window = len(paths[-window:])  # fewer when the run wrote fewer
-        checkpoints.assign(
-            model,
-            checkpoints.average_checkpoints(paths[-window:]),
-            source=f"the last {window} checkpoints",
-        )
-        translator = kt.Translator(model, tokenizer_model, beam, alpha, min_length=min_length)
+        model = run_dir.averaged_model(directory, paths[-window:])
+        translator = kt.Translator(model, trainer.tokenizer, beam, alpha, min_length=min_length)
         print(
-            f"{run_dir.name}: {split} split, beam {beam}, alpha {alpha}, {window} checkpoint(s) "
-            "averaged",
+            f"{directory.name}: {split} split, beam {beam}, alpha {alpha}, {window} "
+            "checkpoint(s) averaged",
             file=sys.stderr,
         )
-        hypotheses = scoring.translate_all(
-            translator.translate, [s for s, _ in pairs[split]], verbose=2
-        )
+        engine = tensor_engine(translator.translate, f"beam {beam}")
+        hypotheses = scoring.translate_all(engine, [s for s, _ in pairs[split]], verbose=2)
         setting = f"beam{beam}-alpha{alpha}-avg{window}" + (
             f"-min{min_length}" if min_length else ""
         )
-        output = run_dir / f"translations.{split}.{setting}.txt"
+        output = directory / f"translations.{split}.{setting}.txt"
         result = scoring.score_report(hypotheses, [t for _, t in pairs[split]], output)
-        scores.append(
-            {
-                "split": split,
-                "beam": beam,
-                "alpha": alpha,
-                "averaged": window,
-                "min_length": min_length,
-                **result,
-            }
-        )
+        record = {"split": split, "beam": beam, "alpha": alpha, "averaged": window}
+        scores.append({**record, "min_length": min_length, **result})
     return scores
 
 
@@ -461,18 +458,13 @@ def write_report(found, report):
     report.with_suffix(".json").write_text(json.dumps(found, indent=2) + "\n")
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.quality",
-        description="Train and score the study's settings on the Ding corpus, each for the same "
-        "wall-clock budget, and write benchmarks/QUALITY.md and benchmarks/QUALITY.json. "
-        "Resumable: runs with a result are skipped.",
-    )
+def build_parser():
+    parser = flags.parser(__doc__, "benchmarks.quality")
     parser.add_argument(
         "--work-dir",
         type=pathlib.Path,
         default=pathlib.Path("runs/quality"),
-        help="where the runs are kept (default: runs/quality)",
+        help="where the runs are kept",
     )
     parser.add_argument(
         "--minutes",
@@ -497,11 +489,14 @@ def main(argv=None):
     parser.add_argument(
         "--list", action="store_true", help="list the study's runs and whether each is done"
     )
-    parser.add_argument(
-        "--child", default=None, help=argparse.SUPPRESS
-    )  # one run, in a fresh process
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one run, in a process
     parser.add_argument("--test-only", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = flags.parse(parser, argv)
     by_name = {run.name: run for run in STUDY}
     if args.child:
         run = by_name[args.child]
@@ -523,6 +518,15 @@ def main(argv=None):
                 f"{' '.join(run.flags)}"
             )
         return None
+    failed = run_study(args, chosen, found, recorded)
+    if failed:
+        console.fail(f"{len(failed)} run(s) failed: {', '.join(failed)}")
+    return None
+
+
+def run_study(args, chosen, found, recorded):
+    """Trains the chosen runs not yet done, then scores the test split where asked; rewrites
+    the report after each. Returns the names of the runs that failed."""
     todo = [run for run in chosen if found[run.name] is None]
     untested = [run for run in chosen if found[run.name] and not run.tested(found[run.name])]
     print(
@@ -533,29 +537,10 @@ def main(argv=None):
     )
     failed = []
     for number, run in enumerate(todo, start=1):
-        run_dir = args.work_dir / run.name
-        if run_dir.exists():  # a run cut short: started again from nothing, for the same budget
-            shutil.rmtree(run_dir)
-        run_dir.mkdir(parents=True)
-        print(
-            f"[{number}/{len(todo)}] {run.name}: {' '.join(run.flags) or 'the demo settings'}, "
-            f"{run.minutes(args.minutes):g} minutes (log: {run_dir / 'log.txt'})",
-            flush=True,
-        )
-        if not run_in_child(run, args, "w"):
+        if train_run(args, run, f"[{number}/{len(todo)}]"):
+            write_report(results(args.work_dir, args.minutes, recorded), args.report)
+        else:
             failed.append(run.name)
-            continue
-        result = json.loads((run_dir / "result.json").read_text())
-        best = max(
-            (s for s in result["scores"] if s["split"] == "validation"), key=lambda s: s["bleu"]
-        )
-        print(
-            f"    {result['steps']} steps; best validation BLEU {best['bleu']:.2f}, chrF "
-            f"{best['chrf']:.1f} "
-            f"(beam {best['beam']}, alpha {best['alpha']:g}, {best['averaged']} averaged)",
-            flush=True,
-        )
-        write_report(results(args.work_dir, args.minutes, recorded), args.report)
     for run in untested:
         print(f"{run.name}: the test split, decoded as {decoding_settings(run.test)}", flush=True)
         if not (args.work_dir / run.name / "checkpoints").is_dir():
@@ -565,9 +550,32 @@ def main(argv=None):
             failed.append(run.name)
     write_report(results(args.work_dir, args.minutes, recorded), args.report)
     print(f"table written to {args.report} and {args.report.with_suffix('.json')}")
-    if failed:
-        parser.exit(1, f"error: {len(failed)} run(s) failed: {', '.join(failed)}\n")
-    return None
+    return failed
+
+
+def train_run(args, run, counter):
+    """Trains and scores `run` in a fresh process, from nothing (a run cut short is started
+    again for the same budget: the study made its directory); whether it succeeded."""
+    run_dir = args.work_dir / run.name
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    print(
+        f"{counter} {run.name}: {' '.join(run.flags) or 'the demo settings'}, "
+        f"{run.minutes(args.minutes):g} minutes (log: {run_dir / 'log.txt'})",
+        flush=True,
+    )
+    if not run_in_child(run, args, "w"):
+        return False
+    result = json.loads((run_dir / "result.json").read_text())
+    best = max((s for s in result["scores"] if s["split"] == "validation"), key=lambda s: s["bleu"])
+    print(
+        f"    {result['steps']} steps; best validation BLEU {best['bleu']:.2f}, chrF "
+        f"{best['chrf']:.1f} (beam {best['beam']}, alpha {best['alpha']:g}, "
+        f"{best['averaged']} averaged)",
+        flush=True,
+    )
+    return True
 
 
 def run_in_child(run, args, log_mode, *more):

@@ -8,8 +8,9 @@ The search is traced with a dynamic batch and source length, as the Translator t
 count is of the while loop's body, without constants and the loop's own Enter/Exit nodes.
 """
 
-import argparse
 import collections
+
+from programs import flags
 
 
 def loop_ops(model, beam_size):
@@ -42,14 +43,14 @@ def loop_ops(model, beam_size):
     )
 
 
+def build_parser():
+    parser = flags.parser(__doc__, "benchmarks.step_ops")
+    flags.add_preset(parser, repeatable=True)
+    return parser
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.step_ops", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument(
-        "--preset", action="append", help="a preset to count (repeatable; default: tiny, small)"
-    )
-    args = parser.parse_args(argv)
+    args = flags.parse(build_parser(), argv)
 
     import keras_transformer as kt
 

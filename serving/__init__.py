@@ -1,5 +1,3 @@
-"""Programs around the exported model: export it, and translate with it."""
-
-from training.console import quiet_tensorflow_logs
-
-quiet_tensorflow_logs()  # before any program imports TensorFlow; see training/console.py
+"""Programs around the exported model: export it (`serving.export`), convert it for CTranslate2
+(`serving.ctranslate2`), translate with it (`serving.translate`), and call a TensorFlow Serving
+model server (`serving.client`). Importing them sets nothing up: each `main()` does."""

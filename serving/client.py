@@ -1,7 +1,8 @@
-"""Query a TensorFlow Serving model server that serves the exported translator.
+"""Translate sentences with a TensorFlow Serving model server, or show the model's status or
+metadata.
 
     python -m serving.client "Guten Morgen." "Wo ist der Bahnhof?"          # REST, localhost:8501
-    python -m serving.client --protocol grpc --file sentences.de.txt       # gRPC, localhost:8500
+    python -m serving.client --protocol grpc --source sentences.de.txt     # gRPC, localhost:8500
     echo "Guten Morgen." | python -m serving.client --scores
     python -m serving.client --status          # or --metadata
 
@@ -17,7 +18,6 @@ after `timeout` seconds, retries a server that answers UNAVAILABLE (or cannot be
 most `retries` times within that time, and raises `ServingError` with the server's message.
 """
 
-import argparse
 import dataclasses
 import http.client
 import json
@@ -27,7 +27,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from training.console import add_verbose_flag
+from programs import console, flags
 
 SIGNATURE = "serving_default"
 MAX_REQUEST_BYTES = 4 << 20
@@ -373,37 +373,9 @@ def _as_json(message):
 CLIENTS = {"rest": RestClient, "grpc": GrpcClient}
 
 
-def read_sentences(args, stdin):
-    """Sentences from the arguments, else from --file, else from stdin; one per line."""
-    if args.sentences and args.file:
-        raise ValueError("give sentences as arguments or with --file, not both")
-    if args.sentences:
-        return args.sentences
-    if args.file:
-        try:
-            return args.file.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as error:
-            raise ValueError(f"{args.file}: {error}") from error
-    return stdin.read().splitlines()
-
-
-def main(argv=None, stdin=None):
-    import pathlib
-
-    parser = argparse.ArgumentParser(
-        prog="python -m serving.client",
-        description=(
-            "Translate sentences with a TensorFlow Serving model server, or show the "
-            "model's status or metadata."
-        ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    parser.add_argument(
-        "sentences",
-        nargs="*",
-        help="sentences to translate (else --file, else stdin, one per line)",
-    )
-    parser.add_argument("--file", type=pathlib.Path, help="a UTF-8 file of sentences, one per line")
+def build_parser():
+    parser = flags.parser(__doc__, "serving.client")
+    flags.add_sentences(parser)
     parser.add_argument(
         "--protocol",
         choices=sorted(CLIENTS),
@@ -415,13 +387,11 @@ def main(argv=None, stdin=None):
         "--port", type=int, default=None, help="its port (default: 8501 for REST, 8500 for gRPC)"
     )
     parser.add_argument(
-        "--model", default="transformer", help="the model name in the server's models.config"
+        "--model-name", default="transformer", help="the model's name in the server's models.config"
     )
     parser.add_argument("--signature", default=SIGNATURE, help="the signature to call")
     pinned = parser.add_mutually_exclusive_group()
-    pinned.add_argument(
-        "--version", type=int, default=None, help="a model version (default: the server's choice)"
-    )
+    flags.add_version(pinned)
     pinned.add_argument("--label", default=None, help="a version label, e.g. stable or canary")
     parser.add_argument(
         "--timeout",
@@ -438,15 +408,8 @@ def main(argv=None, stdin=None):
         default=MAX_REQUEST_BYTES,
         help="larger requests are refused before they are sent",
     )
-    parser.add_argument(
-        "--batch-size",
-        type=int,
-        default=BATCH_SIZE,
-        help="sentences per request (at most batching.config's max_batch_size)",
-    )
-    parser.add_argument(
-        "--scores", action="store_true", help="print each translation's score before it"
-    )
+    flags.add_batch_size(parser, BATCH_SIZE)
+    flags.add_scores(parser)
     action = parser.add_mutually_exclusive_group()
     action.add_argument(
         "--status", action="store_true", help="print the model's version status (JSON)"
@@ -454,15 +417,18 @@ def main(argv=None, stdin=None):
     action.add_argument(
         "--metadata", action="store_true", help="print the model's signatures (JSON)"
     )
-    add_verbose_flag(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None, stdin=None):
+    args = flags.parse(build_parser(), argv)
 
     client = None
     try:
         client = CLIENTS[args.protocol](
             args.host,
             args.port,
-            model=args.model,
+            model=args.model_name,
             signature=args.signature,
             version=args.version,
             label=args.label,
@@ -474,17 +440,17 @@ def main(argv=None, stdin=None):
         if args.status or args.metadata:
             print(json.dumps(client.status() if args.status else client.metadata(), indent=2))
             return
-        sentences = read_sentences(args, stdin or sys.stdin)
+        sentences = flags.read_sentences(args, stdin or sys.stdin)
         if not sentences:
             raise ValueError(
-                "nothing to translate: give sentences as arguments, with --file, or on stdin"
+                "nothing to translate: give sentences as arguments, with --source, or on stdin"
             )
         for result in client.translate(sentences):
             print(
                 f"{result.score:.4f}\t{result.translation}" if args.scores else result.translation
             )
     except (ValueError, TypeError, ServingError) as error:
-        parser.exit(1, f"error: {error}\n")
+        console.fail(error)
     finally:
         if client is not None:
             client.close()

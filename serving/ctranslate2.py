@@ -1,9 +1,9 @@
-"""Export a trained model to CTranslate2, a C++ inference engine (fast on CPUs, int8 weights),
-and translate with it.
+"""Convert a trained model into a CTranslate2 model directory (serving.translate and
+training.evaluate read it).
 
-    python -m serving.ctranslate2 --model runs/demo/model.keras --out exports/ct2 \
+    python -m serving.ctranslate2 --model runs/demo/model.keras --output exports/ct2 \
         --quantization int8
-    python -m serving.translate --engine ctranslate2 --model exports/ct2 "Guten Morgen."
+    python -m serving.translate --model exports/ct2 "Guten Morgen."
 
 CTranslate2's TransformerSpec describes our model exactly: post-norm (or pre-norm with a final
 LayerNorm), ReLU, no attention biases, embeddings scaled by sqrt(d_model), the pre-softmax
@@ -12,20 +12,18 @@ interleaved sinusoids, or the learned table). The directory holds model.bin, con
 vocabulary and our sentencepiece model (tokenizer.model).
 """
 
-import argparse
 import json
+import os
 import pathlib
 import shutil
-import sys
 import tempfile
 
 import numpy as np
 
-from serving.export import add_model_arguments, model_and_tokenizer
-from training.console import add_verbose_flag
+from programs import console, flags
+from programs.engines import CTRANSLATE2_LIMITS_FILE
+from programs.run_dir import TOKENIZER_FILE
 
-TOKENIZER_FILE = "tokenizer.model"
-LIMITS_FILE = "keras_transformer.json"  # {"max_length": the model's config.max_length}
 QUANTIZATIONS = ("none", "int8", "int8_float32", "float16")
 
 
@@ -129,7 +127,7 @@ def convert(model, tokenizer_path, out_dir, quantization="none"):
         raise ValueError(f"--quantization {quantization!r}: choose one of {QUANTIZATIONS}")
     out_dir = pathlib.Path(out_dir)
     if out_dir.exists():
-        raise FileExistsError(f"{out_dir} exists; choose another --out or remove it")
+        raise FileExistsError(f"{out_dir} exists; choose another --output or remove it")
     processor = checked_processor(pathlib.Path(tokenizer_path).read_bytes())
     pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
     if len(pieces) != model.config.vocab_size:
@@ -141,118 +139,43 @@ def convert(model, tokenizer_path, out_dir, quantization="none"):
     spec.register_file(str(tokenizer_path), TOKENIZER_FILE)
     spec.validate()
     spec.optimize(quantization=None if quantization == "none" else quantization)
-    partial = out_dir.with_name(out_dir.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    with tempfile.TemporaryDirectory() as scratch:
-        limits = pathlib.Path(scratch) / LIMITS_FILE
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    partial = pathlib.Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+    try:  # written beside OUT under a name of this run's own, then renamed: whole or not at all
+        limits = partial / CTRANSLATE2_LIMITS_FILE
         limits.write_text(json.dumps({"max_length": model.config.max_length}))
-        spec.register_file(str(limits), LIMITS_FILE)
-        spec.save(str(partial))
-    partial.rename(out_dir)
+        spec.register_file(str(limits), CTRANSLATE2_LIMITS_FILE)
+        spec.save(str(partial / "model"))
+        os.rename(partial / "model", out_dir)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
     return out_dir
 
 
-class CTranslate2Translator:
-    """Translates strings with a converted model: our tokenization (normalize_text, then the
-    sentencepiece model in the directory; sources cut to the model's max_length with eos, as
-    `kt.Translator` cuts them), CTranslate2's beam search on raw log-probabilities, and the best
-    of its hypotheses under GNMT's length penalty ((5 + |Y|) / 6)^alpha with |Y| counting eos,
-    as `kt.beam_search` scores them (CTranslate2's own penalty is |Y|^alpha). A translation is
-    at most source length (with eos) + `extra_length` tokens (§6.1) and the model's max_length;
-    CTranslate2 takes one bound per call, so in a batch each sentence may run to the batch's
-    largest bound. Unlike our searches, CTranslate2 does not forbid <pad> and <s> as outputs
-    (forbidding them there renormalises the probabilities, and the scores would differ): a
-    trained model does not choose them."""
-
-    def __init__(self, model_dir, beam_size=4, alpha=0.6, extra_length=50, threads=0):
-        import ctranslate2
-        import sentencepiece
-
-        model_dir = pathlib.Path(model_dir)
-        if not (model_dir / "model.bin").is_file():
-            raise FileNotFoundError(f"{model_dir} holds no CTranslate2 model (model.bin)")
-        self.translator = ctranslate2.Translator(
-            str(model_dir), device="cpu", intra_threads=threads
-        )
-        self.processor = sentencepiece.SentencePieceProcessor(
-            model_file=str(model_dir / TOKENIZER_FILE)
-        )
-        self.max_length = json.loads((model_dir / LIMITS_FILE).read_text())["max_length"]
-        self.beam_size, self.alpha, self.extra_length = beam_size, alpha, extra_length
-
-    def tokenize(self, sentences):
-        """Source pieces, at most max_length - 1 of them (eos comes after)."""
-        from keras_transformer.tokenizer import normalize_text
-
-        return [
-            self.processor.encode(normalize_text(s), out_type=str)[: self.max_length - 1]
-            for s in sentences
-        ]
-
-    def translate_pieces(self, pieces):
-        """[(pieces, score)] for lists of source pieces: the best hypothesis and its
-        log P(Y) / lp(Y)."""
-        bound = min(max(len(p) for p in pieces) + 1 + self.extra_length, self.max_length)
-        results = self.translator.translate_batch(
-            pieces,
-            beam_size=self.beam_size,
-            num_hypotheses=self.beam_size,
-            length_penalty=0.0,  # raw log-probabilities: GNMT's penalty is applied below
-            return_scores=True,
-            max_input_length=0,  # cut by tokenize
-            max_decoding_length=bound,  # tokens with eos, or cut at the bound without it
-        )
-        best = []
-        for result in results:
-            scored = [
-                (score / ((5.0 + min(len(tokens) + 1, bound)) / 6.0) ** self.alpha, tokens)
-                for tokens, score in zip(result.hypotheses, result.scores)
-            ]
-            score, tokens = max(scored, key=lambda pair: pair[0])
-            best.append((tokens, score))
-        return best
-
-    def translate(self, sentences):
-        """[(translation, score)] for a list of strings."""
-        if not sentences:
-            return []
-        return [
-            (self.processor.decode_pieces(tokens), score)
-            for tokens, score in self.translate_pieces(self.tokenize(sentences))
-        ]
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m serving.ctranslate2",
-        description="Convert a trained model into a CTranslate2 model directory (for "
-        "`serving.translate --engine ctranslate2`).",
-    )
-    add_model_arguments(parser)
-    parser.add_argument(
-        "--out", type=pathlib.Path, required=True, help="the directory to write, e.g. exports/ct2"
-    )
+def build_parser():
+    parser = flags.parser(__doc__, "serving.ctranslate2")
+    flags.add_model(parser, "keras", "checkpoint")
+    flags.add_output(parser, "the CTranslate2 model directory, e.g. exports/ct2", required=True)
     parser.add_argument(
         "--quantization",
         default="none",
         choices=QUANTIZATIONS,
         help="CTranslate2's weight quantization: none (float32 weights), int8, int8_float32 or "
-        "float16 (default: none)",
+        "float16",
     )
-    add_verbose_flag(parser)
-    args = parser.parse_args(argv)
+    return parser
 
-    from training import run_dir
 
-    _, tokenizer_path = model_and_tokenizer(parser, args)
+def main(argv=None):
+    args = flags.parse(build_parser(), argv)
+    from programs import run_dir
+
     try:
-        out_dir = convert(
-            run_dir.load_model(args.model), tokenizer_path, args.out, args.quantization
-        )
+        model, tokenizer_path = run_dir.load_with_tokenizer(args.model, args.tokenizer)
+        out_dir = convert(model, tokenizer_path, args.output, args.quantization)
     except (ValueError, FileExistsError) as error:
-        parser.exit(1, f"error: {error}\n")
-    print(f"converted {args.model} to {out_dir} ({args.quantization})", file=sys.stdout)
+        console.fail(error)
+    print(f"converted {args.model} to {out_dir} ({args.quantization})")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
 import os
+import pathlib
+import subprocess
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -15,6 +18,44 @@ def _seed_and_policy():
     keras.config.set_dtype_policy("float32")
     yield
     keras.config.set_dtype_policy("float32")
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def run_python(*args, env=None, timeout=300, status=0, stdin=None, cwd=ROOT):
+    """`python ARGS` (from the repository root) with `env` over this process's environment (a
+    value of None removes the variable); asserts its exit status, returns the CompletedProcess."""
+    environment = {**os.environ, **(env or {})}
+    completed = subprocess.run(
+        [sys.executable, *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=stdin,
+        env={key: value for key, value in environment.items() if value is not None},
+    )
+    assert completed.returncode == status, completed.stdout[-2000:] + completed.stderr[-4000:]
+    return completed
+
+
+def tiny_flags(data):
+    """`training.train` flags for a tiny model on tsv:`data` that trains in seconds."""
+    return [
+        "--preset",
+        "tiny",
+        "--set",
+        "max_length=64",
+        "--dataset",
+        f"tsv:{data}",
+        "--vocab-size",
+        "300",
+        "--max-length",
+        "32",
+        "--tokens-per-batch",
+        "512",
+    ]
 
 
 def random_ids(rng, batch, length, vocab_size, low=4):

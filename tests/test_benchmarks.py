@@ -1,27 +1,42 @@
-"""The benchmark runs on a tiny setting and writes its tables (no time is asserted)."""
+"""The benchmark runs on a tiny setting and writes its tables (no time is asserted); its report
+re-renders from a results.json."""
 
 import json
+import pathlib
 
 import pytest
 import tensorflow as tf
 
-from benchmarks import bench
+from benchmarks import bench, report
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+HEADINGS = (
+    "## Training step",
+    "## Keras backends",
+    "## Decoding",
+    "## Exported SavedModel",
+    "## CTranslate2",
+    "## Padding efficiency",
+    "## Peak resident host memory",
+)
+
+
+def assert_report(text):
+    """Every section is there, and every line of prose is whole sentences (a paragraph is one
+    line): it ends as a sentence does, not in the middle of one."""
+    for heading in HEADINGS:
+        assert heading in text
+    for line in text.splitlines():
+        if line.startswith("## "):
+            assert line.endswith(")"), line
+        elif line and not line.startswith(("# ", "|")):
+            assert line.endswith("."), line
 
 
 def test_benchmark_runs_on_a_tiny_setting(tmp_path):
     output = tmp_path / "results.md"
     bench.main(["--quick", "--output", str(output)])
-    text = output.read_text()
-    for heading in (
-        "## Training step",
-        "## Keras backends",
-        "## Decoding",
-        "## Exported SavedModel",
-        "## CTranslate2",
-        "## Padding efficiency",
-        "## Peak resident host memory",
-    ):
-        assert heading in text
+    assert_report(output.read_text())
     results = json.loads((tmp_path / "results.json").read_text())
     (training,) = results["training"]
     assert set(training["rows"]) == {"keras-transformer", "KerasHub layers"}
@@ -57,6 +72,21 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
     assert all(row["batch1_ms"] > 0 and 0 <= row["same"] <= 32 for row in results["ctranslate2"])
     assert results["padding_efficiency"]["True"] > results["padding_efficiency"]["False"]
     assert results["memory"]["training"]["peak_mib"] > 0
+
+
+def test_report_renders_the_committed_results_without_measuring(tmp_path, monkeypatch, capsys):
+    """The committed README is what `python -m benchmarks.report` renders from the committed
+    results.json (and the earlier run it names, for the before columns)."""
+    monkeypatch.chdir(ROOT)  # results.json names its --before file from the repository root
+    output = tmp_path / "README.md"
+    report.main(["--results", "benchmarks/results.json", "--output", str(output)])
+    text = output.read_text(encoding="utf-8")
+    assert text == (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
+    assert_report(text)
+    assert "| before: ms/sentence | speed-up |" in text
+    capsys.readouterr()
+    report.main(["--results", "benchmarks/results.json", "--output", "-"])
+    assert capsys.readouterr().out == text
 
 
 def test_training_benchmark_runs_with_xla_and_bfloat16():

@@ -12,8 +12,9 @@ import sacrebleu
 import tensorflow as tf
 
 import keras_transformer as kt
-from serving.packaging import export_for_serving
-from training import average_checkpoints, checkpoints, evaluate, run_dir
+from programs import checkpoints, run_dir
+from programs.versions import export_for_serving
+from training import average_checkpoints, evaluate
 from training.callbacks import Backup, StepCheckpoints, StopOnNaN, TrainingDiverged
 
 CONFIG = kt.TransformerConfig.preset("tiny", vocab_size=40, num_layers=1)
@@ -60,7 +61,7 @@ def make_run(tmp_path, seeds):
 def test_average_equals_the_mean_of_the_weights(tmp_path, capsys):
     models = make_run(tmp_path, seeds=[0, 1, 2, 3])
     average_checkpoints.main(
-        [str(tmp_path), "--last", "3", "--output", str(tmp_path / "avg.keras")]
+        ["--run-dir", str(tmp_path), "--last", "3", "--output", str(tmp_path / "avg.keras")]
     )
     assert (
         "averaged 3 checkpoints (step-0000200.weights.npz, step-0000300.weights.npz, "
@@ -81,7 +82,7 @@ def test_averaging_refuses_checkpoints_of_different_models(tmp_path, capsys):
     other = kt.build_transformer(CONFIG.__class__.from_dict({**CONFIG.to_dict(), "d_ff": 32}))
     checkpoints.save_checkpoint(other, checkpoints.checkpoint_path(tmp_path / "checkpoints", 200))
     with pytest.raises(SystemExit):
-        average_checkpoints.main([str(tmp_path)])
+        average_checkpoints.main(["--run-dir", str(tmp_path)])
     assert (
         "hold different variables; they are not checkpoints of one model" in capsys.readouterr().err
     )
@@ -123,10 +124,10 @@ def test_step_checkpoints_keep_the_last_k_and_nan_stops_before_saving(tmp_path):
     assert [checkpoints.step_of(p) for p in checkpoints.list_checkpoints(ckpt_dir)] == [2, 4]
     for path in checkpoints.list_checkpoints(ckpt_dir):
         assert all(np.isfinite(w).all() for w in checkpoints.read_checkpoint(path).values())
-    assert Backup.saved_epoch(backup_dir) == 2  # 2 batches per epoch: epochs 1-2 completed
+    assert Backup.saved_step(backup_dir) == 4  # 2 batches per epoch: epochs 1-2 completed
     restored = fresh_model(5)
     restored.compile(optimizer=kt.create_optimizer(CONFIG), loss=kt.LabelSmoothedCrossEntropy())
-    assert Backup.restore(restored, backup_dir) == 2
+    assert Backup.restore(restored, backup_dir) == 4
     assert int(restored.optimizer.iterations.numpy()) == 4
     assert all(np.isfinite(v.numpy()).all() for v in restored.trainable_variables)
 

@@ -1,18 +1,18 @@
-"""A clean console: the programs hide TensorFlow's C++ log lines (training/console.py), `--verbose`
+"""A clean console: the programs hide TensorFlow's C++ log lines (programs/console.py), `--verbose`
 and a user's TF_CPP_MIN_LOG_LEVEL bring them back, and `python -m training.summary` (the end of
 `make demo`) shows a run's figures and paths."""
 
 import json
-import os
 import pathlib
 import re
-import subprocess
 import sys
 
 import pytest
 from conftest import number_pairs
+from conftest import run_python as conftest_run_python
 
-from training import console, summary
+from programs import console
+from training import summary
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -24,19 +24,8 @@ TENSORFLOW_LOG_LINE = re.compile(
 
 
 def run_python(*args, env=None, timeout=300):
-    """`python ARGS` from the repository root, without the TF_CPP_MIN_LOG_LEVEL of this process
-    (conftest.py and the training package set one), plus `env`."""
-    environment = {key: value for key, value in os.environ.items() if key != console.LEVEL_VARIABLE}
-    completed = subprocess.run(
-        [sys.executable, *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**environment, **(env or {})},
-    )
-    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-4000:]
-    return completed
+    """`python ARGS` without the TF_CPP_MIN_LOG_LEVEL of this process (conftest.py sets one)."""
+    return conftest_run_python(*args, env={console.LEVEL_VARIABLE: None, **(env or {})})
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +54,7 @@ def trained(tmp_path_factory):
         "300",
         "--beam-size",
         "1",
-        "--output-dir",
+        "--run-dir",
         str(root / "run"),
         "--export-dir",
         str(root / "export"),
@@ -84,7 +73,7 @@ def test_programs_hide_tensorflow_log_lines(trained, tmp_path):
         "training.prepare_ding",
         "--ding-file",
         str(tmp_path / "de-en"),
-        "--cache-dir",
+        "--data-dir",
         str(tmp_path / "cache"),
     )  # imports TensorFlow and tfds
     assert "dataset written to" in prepared.stdout
@@ -151,9 +140,9 @@ def test_the_filter_applies_the_level_and_finds_verbose(monkeypatch):
     monkeypatch.setattr(
         sys, "orig_argv", ["python", "-X", "utf8", "-m", "serving.translate", "--verb", "x"]
     )
-    assert console.program_arguments() == ["--verb", "x"]
+    assert console.is_program_process()
     monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "pytest", "--verbose"])
-    assert console.program_arguments() is None
+    assert not console.is_program_process()
 
 
 def fake_run(tmp_path, scores=True):
@@ -164,6 +153,8 @@ def fake_run(tmp_path, scores=True):
     (run / "model.keras").touch()
     for version in (2, 10):
         (export / str(version)).mkdir(parents=True)
+        (export / str(version) / "saved_model.pb").touch()
+    (export / "11").mkdir()  # no saved_model.pb: not a version
     if scores:
         (run / "translations.test.txt.scores.json").write_text(
             json.dumps(

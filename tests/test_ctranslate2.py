@@ -2,18 +2,17 @@
 the same greedy and beam-4 translations as our searches, the programs, and the converter's
 errors."""
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import ctranslate2
 import keras
 import numpy as np
 import pytest
+from conftest import run_python
 
 import keras_transformer as kt
-from serving.ctranslate2 import CTranslate2Translator, convert
+from programs.engines import CTranslate2Translator
+from serving.ctranslate2 import convert
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -91,21 +90,12 @@ def test_greedy_and_beam_translations_equal_ours(number_translator, converted_nu
 
 
 def run(*args):
-    completed = subprocess.run(
-        [sys.executable, "-m", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return completed
+    return run_python("-m", *args, env={"TF_CPP_MIN_LOG_LEVEL": "3"})
 
 
 def test_programs_convert_to_int8_and_translate(number_translator, converted_numbers, tmp_path):
     """`serving.ctranslate2` writes an int8 model from a .keras file (its tokenizer found beside
-    it); `training.evaluate` scores it and `serving.translate --engine ctranslate2` translates
+    it); `training.evaluate` scores it and `serving.translate` (which finds model.bin) translates
     the held-out sentences, in int8 and float32."""
     _, _, pairs = number_translator
     model_path, float32 = converted_numbers
@@ -114,7 +104,7 @@ def test_programs_convert_to_int8_and_translate(number_translator, converted_num
         "serving.ctranslate2",
         "--model",
         str(model_path),
-        "--out",
+        "--output",
         str(out),
         "--quantization",
         "int8",
@@ -139,8 +129,6 @@ def test_programs_convert_to_int8_and_translate(number_translator, converted_num
     for directory in (float32, out):
         translated = run(
             "serving.translate",
-            "--engine",
-            "ctranslate2",
             "--model",
             str(directory),
             *[source for source, _ in pairs],
@@ -166,4 +154,4 @@ def test_converter_errors_name_the_field(tokenizer, tmp_path, capsys):
     )
     with pytest.raises(FileExistsError, match="taken exists"):
         convert(model, path, tmp_path / "taken")
-    assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken", "tokenizer.model"]

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import run_python
 
 from keras_transformer.data import CorpusError, debian, ding
 
@@ -246,37 +247,10 @@ def test_command_line(ding_file, tmp_path):
         text=True,
         cwd=ROOT,
     ).stdout
-    assert "--cache-dir" in help_text and "--phrases" in help_text and "--ding-file" in help_text
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "training.prepare_ding",
-            "--ding-file",
-            str(ding_file),
-            "--cache-dir",
-            str(tmp_path / "cache"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
-    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert "--data-dir" in help_text and "--phrases" in help_text and "--ding-file" in help_text
+    program = ["-m", "training.prepare_ding"]
+    completed = run_python(*program, "--ding-file", ding_file, "--data-dir", tmp_path / "cache")
     assert "7 pairs kept" in completed.stdout and "dataset written to" in completed.stdout
-    failed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "training.prepare_ding",
-            "--ding-file",
-            str(tmp_path / "absent"),
-            "--cache-dir",
-            str(tmp_path / "other"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
-    assert failed.returncode == 1 and "absent: no such file" in failed.stderr
+    absent = ["--ding-file", tmp_path / "absent", "--data-dir", tmp_path / "other"]
+    failed = run_python(*program, *absent, status=1)
+    assert "absent: no such file" in failed.stderr

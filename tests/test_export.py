@@ -1,26 +1,21 @@
 """The SavedModel with its translate signature, as TensorFlow Serving would load it."""
 
 import json
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import run_python as conftest_run_python
 
 import keras_transformer as kt
-from serving.packaging import export_for_serving
+from programs.versions import export_for_serving
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 
 def run_python(*args, stdin=None, cwd=REPO):
-    completed = subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, timeout=300, cwd=cwd, input=stdin
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return completed.stdout
+    return conftest_run_python(*args, stdin=stdin, cwd=cwd).stdout
 
 
 @pytest.fixture(scope="module")
@@ -232,30 +227,24 @@ def test_export_program(number_translator, tmp_path):
         "serving.export",
         "--model",
         str(tmp_path / "model.keras"),
-        "--out",
+        "--export-dir",
         str(tmp_path / "exports" / "numbers"),
         "--beam-size",
         "2",
     )
     assert out.strip().endswith(str(tmp_path / "exports" / "numbers" / "1"))
-    again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "serving.export",
-            "--model",
-            str(tmp_path / "model.keras"),
-            "--out",
-            str(tmp_path / "exports" / "numbers"),
-            "--version",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
+    again = conftest_run_python(
+        "-m",
+        "serving.export",
+        "--model",
+        tmp_path / "model.keras",
+        "--export-dir",
+        tmp_path / "exports" / "numbers",
+        "--version",
+        "1",
+        status=1,
     )
-    assert again.returncode == 1 and "already exists" in again.stderr
+    assert "already exists" in again.stderr
 
 
 def test_translator_refuses_a_mismatched_tokenizer(number_translator):

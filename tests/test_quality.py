@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import number_pairs
+from conftest import number_pairs, tiny_flags
 
 from benchmarks import quality
 
@@ -27,18 +27,7 @@ def tiny_study(tmp_path, monkeypatch):
         quality,
         "DEMO_FLAGS",
         (
-            "--preset",
-            "tiny",
-            "--set",
-            "max_length=64",
-            "--dataset",
-            f"tsv:{data}",
-            "--vocab-size",
-            "300",
-            "--max-length",
-            "32",
-            "--tokens-per-batch",
-            "512",
+            *tiny_flags(data),
             "--steps",
             "30",
             "--steps-per-epoch",
@@ -207,6 +196,7 @@ def test_make_demo_trains_and_decodes_as_the_study_chose():
     """The Makefile's DEMO_SETTINGS are the chosen run's training flags, and its averaging, beam
     and alpha are the chosen decoding's: the demo cannot drift from what the study measured."""
     from training import train
+    from training.plan import parse_overrides
 
     makefile = (pathlib.Path(quality.__file__).parents[1] / "Makefile").read_text()
     demo = shlex.split(re.search(r"^DEMO_SETTINGS \?= (.*)$", makefile, re.M).group(1))
@@ -214,8 +204,8 @@ def test_make_demo_trains_and_decodes_as_the_study_chose():
     assert chosen.test == quality.CHOSEN_DECODING and chosen.seed == 0
 
     def parsed(flags):
-        args = vars(train.build_parser().parse_args([*flags, "--output-dir", "run"]))
-        return {**args, "overrides": train.parse_overrides(args["overrides"])}
+        args = vars(train.build_parser().parse_args([*flags, "--run-dir", "run"]))
+        return {**args, "overrides": parse_overrides(args["overrides"])}
 
     beam, alpha, averaged, min_length = quality.decoding_settings(quality.CHOSEN_DECODING)
     study = parsed(chosen.training_flags(quality.FULL_MINUTES))

@@ -32,9 +32,9 @@ from tensorflow_serving.apis import (
 from tensorflow_serving.config import model_server_config_pb2
 
 import keras_transformer as kt
+from programs.versions import export_for_serving
 from serving import client as serving_client
 from serving.client import GrpcClient, RestClient, ServingError, Translation
-from serving.packaging import export_for_serving
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SERVING = REPO / "serving"
@@ -373,7 +373,7 @@ def test_client_refuses_empty_and_oversized_requests_before_sending(server, kind
 
 def test_command_line(server, capsys, tmp_path):
     german, english = zip(*server.pairs)
-    rest = ["--port", str(server.rest_port), "--host", "127.0.0.1", "--model", "numbers"]
+    rest = ["--port", str(server.rest_port), "--host", "127.0.0.1", "--model-name", "numbers"]
     serving_client.main([*rest, *german[:2]])
     assert capsys.readouterr().out.splitlines() == list(english[:2])
 
@@ -386,9 +386,9 @@ def test_command_line(server, capsys, tmp_path):
             str(server.grpc_port),
             "--host",
             "127.0.0.1",
-            "--model",
+            "--model-name",
             "numbers",
-            "--file",
+            "--source",
             str(tmp_path / "de.txt"),
             "--batch-size",
             "4",
@@ -406,13 +406,13 @@ def test_command_line(server, capsys, tmp_path):
     assert json.loads(capsys.readouterr().out)["model_version_status"][0]["version"] == "2"
 
     for arguments, stdin, message in [
-        (rest, "", "nothing to translate: give sentences as arguments, with --file, or on stdin"),
+        (rest, "", "nothing to translate: give sentences as arguments, with --source, or on stdin"),
         (
-            [*rest, "--file", str(tmp_path / "missing.txt")],
+            [*rest, "--source", str(tmp_path / "missing.txt")],
             "",
             r"missing.txt: \[Errno 2\] No such file",
         ),
-        ([*rest, "--model", "words", "eins"], "", r"HTTP 404: Servable not found"),
+        ([*rest, "--model-name", "words", "eins"], "", r"HTTP 404: Servable not found"),
     ]:
         with pytest.raises(SystemExit) as exit_info:
             serving_client.main(arguments, stdin=io.StringIO(stdin))

@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import number_pairs
+from conftest import number_pairs, run_python, tiny_flags
 from tensorboard.backend.event_processing import event_accumulator
 
 from training import train
@@ -35,41 +36,21 @@ def number_data(tmp_path_factory):
 
 def tiny_run(data, out_dir, *extra):
     return [
-        "--preset",
-        "tiny",
-        "--set",
-        "max_length=64",
-        "--dataset",
-        f"tsv:{data}",
-        "--vocab-size",
-        "300",
-        "--max-length",
-        "32",
-        "--tokens-per-batch",
-        "512",
+        *tiny_flags(data),
         "--bleu-sentences",
         "6",
         "--samples",
         "2",
         "--beam-size",
         "1",
-        "--output-dir",
+        "--run-dir",
         str(out_dir),
         *extra,
     ]
 
 
 def run_program(args, env=None, timeout=300):
-    completed = subprocess.run(
-        [sys.executable, "-m", "training.train", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
-    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-4000:]
-    return completed
+    return run_python("-m", "training.train", *args, env=env, timeout=timeout)
 
 
 def summaries(log_dir):
@@ -141,54 +122,83 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
     assert (out / "export" / "1" / "saved_model.pb").is_file()
     assert json.loads((out / "run.json").read_text())["config"]["vocab_size"] == 300
 
-    # The same command again finds the run finished: no training step, a new export version;
-    # also when its run.json predates a config field (learning_rate_scale, added later).
+    # The same command again finds the run finished: it trains nothing, exports no second
+    # version and changes no file; also when its run.json predates a config field
+    # (learning_rate_scale, added later).
     settings = json.loads((out / "run.json").read_text())
     del settings["config"]["learning_rate_scale"]
     (out / "run.json").write_text(json.dumps(settings))
+    before = tree(out)
     train.main(
         tiny_run(
             number_data, out, "--steps", "40", "--steps-per-epoch", "20", "--keep-checkpoints", "2"
         )
     )
     printed = capsys.readouterr()
-    assert "training stopped at step 40" in printed.err and "resumed from the backup" in printed.out
-    assert (out / "export" / "2" / "saved_model.pb").is_file()
+    assert f"the run in {out} is finished at step 40" in printed.out
+    assert "training stopped" not in printed.err
+    assert tree(out) == before
 
-    # Bad input against this run is refused, and nothing in the run directory changes.
-    before = tree(out)
+    # Bad input against this run is refused, naming the flag, and nothing in it changes.
     for extra, message in [
-        (
-            ["--vocab-size", "350"],
-            "vocabulary mismatch: .*vocabulary.vocab_size: 300 in the run, 350 now",
-        ),
+        (["--vocab-size", "350"], "vocabulary mismatch: .*--vocab-size/--tokenizer: 300 in the "),
         (
             ["--tokenizer", str(out / "tokenizer.model")],
-            "vocabulary mismatch: .*vocabulary.tokenizer: None in the run, ",
+            "vocabulary mismatch: .*--vocab-size/--tokenizer: None in the run, '",
         ),
         (
             ["--set", "d_model=32", "--set", "num_heads=2"],
-            r"another model's run .*config.d_model: 64 in the run, 32 now; config.num_heads: 4 in "
+            r"other settings .*--set d_model: 64 in the run, 32 now; --set num_heads: 4 in "
             r"the run, 2 now",
         ),
-        (["--max-length", "24"], "max_length: 32 in the run, 24 now"),
+        (["--max-length", "24"], "--max-length: 32 in the run, 24 now"),
+        (["--seed", "1"], "--seed: 0 in the run, 1 now"),
+        (["--mixed-precision", "bf16"], "--mixed-precision: 'float32' in the run, 'mixed_bfloat16"),
+        (["--steps-per-epoch", "10"], "--steps-per-epoch: 20 in the run, 10 now"),
+        (["--steps", "30"], "--steps 30: the run in .* has trained 40 steps already"),
     ]:
         with pytest.raises(SystemExit) as exit_info:
-            train.main(tiny_run(number_data, out, "--steps", "40", *extra))
+            train.main(
+                tiny_run(number_data, out, "--steps", "40", "--steps-per-epoch", "20", *extra)
+            )
         assert exit_info.value.code == 1
         assert re.search(message, capsys.readouterr().err), extra
+    assert tree(out) == before
+
+    # A larger --steps trains on from the backup to exactly that step (a partial epoch), which
+    # is backed up too, and exports a second version.
+    longer = tiny_run(number_data, out, "--steps", "45", "--steps-per-epoch", "20")
+    train.main([*longer, "--keep-checkpoints", "2"])
+    printed = capsys.readouterr()
+    assert f"resumed from the backup in {out / 'backup'} at step 40" in printed.err
+    assert "training stopped at step 45" in printed.err
+    assert json.loads((out / "backup" / "backup.json").read_text())["step"] == 45
+    assert checkpoints_steps(out) == [40, 45]
+    assert sorted(p.name for p in (out / "export").iterdir()) == ["1", "2"]
+    assert json.loads((out / "run.json").read_text())["finished"]["step"] == 45
+
+    # Checkpoints without the backup: refused, never a silent restart that deletes them.
+    (out / "backup" / "backup.json").unlink()
+    before = tree(out)
+    with pytest.raises(SystemExit):
+        train.main(tiny_run(number_data, out, "--steps", "50", "--steps-per-epoch", "20"))
+    assert (
+        f"{out / 'checkpoints'} holds checkpoints up to step 45 but "
+        f"{out / 'backup' / 'backup.json'} is missing" in capsys.readouterr().err
+    )
     assert tree(out) == before
 
 
 def test_trained_under_jax_then_evaluated_and_exported_by_tensorflow(number_data, tmp_path):
     """The README's recipe: train under KERAS_BACKEND=jax, then score and export model.keras
     with the TensorFlow programs."""
-    out, export = tmp_path / "run", tmp_path / "export"
+    out = tmp_path / "run"
     steps = ["--steps", "40", "--steps-per-epoch", "20", "--checkpoint-every", "10"]
     trained = run_program(tiny_run(number_data, out, *steps), env={"KERAS_BACKEND": "jax"})
     assert "Keras backend jax" in trained.stderr and "XLA on" in trained.stderr
     assert "--bleu-sentences: translating needs the TensorFlow backend" in trained.stderr
-    assert f"python -m serving.export --model {out / 'model.keras'}" in trained.stdout
+    printed = [line.strip() for line in trained.stdout.splitlines() if "python -m" in line]
+    assert [shlex.split(line)[2] for line in printed] == ["training.evaluate", "serving.export"]
     assert not (out / "export").exists()
     assert [step for step, _ in summaries(out / "logs" / "train")["batch_loss"][1]][-1] == 40
     losses = [
@@ -197,29 +207,13 @@ def test_trained_under_jax_then_evaluated_and_exported_by_tensorflow(number_data
     assert losses[-1] < losses[0]
 
     tensorflow = {**os.environ, "KERAS_BACKEND": "tensorflow"}
-    for program in (
-        [
-            "training.evaluate",
-            "--model",
-            str(out / "model.keras"),
-            "--dataset",
-            f"tsv:{number_data}",
-            "--beam-size",
-            "1",
-        ],
-        ["serving.export", "--model", str(out / "model.keras"), "--out", str(export)],
-        ["serving.translate", "--model", str(export), "eins zwei drei"],
-    ):
-        completed = subprocess.run(
-            [sys.executable, "-m", *program],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=tensorflow,
-        )
-        assert completed.returncode == 0, completed.stderr[-3000:]
-    assert (export / "1" / "saved_model.pb").is_file()
+    # the commands the program printed, as printed (beam 1 to keep the test short)
+    programs = [shlex.split(line)[2:] for line in printed]
+    programs[0] += ["--beam-size", "1"]
+    translate = ["serving.translate", "--model", str(out / "export"), "eins zwei drei"]
+    for program in (*programs, translate):
+        completed = run_python("-m", *program, env=tensorflow)
+    assert (out / "export" / "1" / "saved_model.pb").is_file()
     assert len(completed.stdout.splitlines()) == 1  # one translation for one sentence
 
 
@@ -260,6 +254,14 @@ def test_trained_under_jax_then_evaluated_and_exported_by_tensorflow(number_data
             "--sentence-repeats up-samples the sentences among the phrases: it needs --phrases",
         ),
         (["--sentence-repeats", "0"], "--sentence-repeats must be at least 1"),
+        (["--max-minutes", "0"], "--max-minutes must be positive"),
+        (
+            ["--max-length", "1"],
+            "leaves no pair to train on: pairs read 2000, kept 0, dropped 2000: longer than "
+            "max_length=1 tokens 2000",
+        ),
+        (["--test-split", "exam"], "--test-split exam: tsv:"),
+        (["--validation-split", "dev"], "--validation-split dev: tsv:"),
     ],
 )
 def test_bad_input_is_refused_before_anything_is_written(
@@ -272,6 +274,39 @@ def test_bad_input_is_refused_before_anything_is_written(
     assert exit_info.value.code == 1
     assert message in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_second_run_on_one_directory_is_refused_at_once(number_data, tmp_path, capsys):
+    """A run holds an exclusive lock on its directory; the OS releases it when the process
+    dies."""
+    from programs.run_dir import RunError, RunLock
+
+    out = tmp_path / "run"
+    with RunLock(out):
+        with pytest.raises(SystemExit) as exit_info:
+            train.main(tiny_run(number_data, out, "--steps", "2"))
+        assert exit_info.value.code == 1
+        assert f"another process is training in {out}" in capsys.readouterr().err
+        assert not any(out.iterdir())
+    assert not out.exists()  # the lock made the directory, and nothing was written into it
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(out)], cwd=ROOT, stdout=subprocess.PIPE
+    )
+    assert holder.stdout.readline() == b"locked\n"
+    with pytest.raises(RunError, match="another process is training"):
+        RunLock(out)
+    holder.kill()
+    holder.wait()
+    RunLock(out).release()
+
+
+HOLD_LOCK = """
+import sys, time
+from programs.run_dir import RunLock
+lock = RunLock(sys.argv[1])
+print("locked", flush=True)
+time.sleep(120)
+"""
 
 
 def test_tokenizer_without_the_special_ids_is_refused_before_anything_is_written(
@@ -305,7 +340,7 @@ def test_unfetchable_corpus_is_a_clear_error(tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     with pytest.raises(SystemExit):
         train.main(
-            ["--preset", "tiny", "--data-dir", str(tmp_path / "cache"), "--output-dir", str(out)]
+            ["--preset", "tiny", "--data-dir", str(tmp_path / "cache"), "--run-dir", str(out)]
         )
     assert (
         "cannot run apt-get: not found; fetching trans-de-en needs Debian's apt-get"
@@ -371,23 +406,20 @@ def test_killed_run_resumes_from_its_backup(number_data, tmp_path):
     )
     metadata = out / "backup" / "backup.json"
     deadline = time.monotonic() + 240
-    while not (metadata.is_file() and json.loads(metadata.read_text())["epoch"] >= 2):
+    while not (metadata.is_file() and json.loads(metadata.read_text())["step"] >= 30):
         assert process.poll() is None and time.monotonic() < deadline, (
             "the run ended before its second backup"
         )
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    backed_up = json.loads(metadata.read_text())["epoch"]
-    assert backed_up < 10, "the run finished before it was killed"
+    backed_up = json.loads(metadata.read_text())["step"]
+    assert backed_up < 150, "the run finished before it was killed"
 
     completed = run_program(args)
-    resumed_step = backed_up * 15
-    assert (
-        f"resumed from the backup in {out / 'backup'}: step {resumed_step}, epoch {backed_up}"
-        in completed.stdout
-    )
-    assert completed.stdout.count("/15 - ") == 10 - backed_up  # only the missing epochs are trained
+    assert f"resumed from the backup in {out / 'backup'} at step {backed_up}" in completed.stderr
+    # only the missing epochs are trained
+    assert completed.stdout.count("/15 - ") == (150 - backed_up) // 15
     assert "training stopped at step 150" in completed.stderr
     assert checkpoints_steps(out) == [90, 105, 120, 135, 150]
 
@@ -421,11 +453,14 @@ def test_accumulated_updates_and_checkpoints_every_few_minutes(
 TWO_RUNS = """
 import json, sys
 from training import runtime, train
+from training.plan import TrainingPlan
+from training.trainer import Trainer
 devices = runtime.split_cpu(2)
 runtime.split_cpu = lambda count: devices[:count]
 for argv in json.loads(sys.argv[1]):
-    args = train.build_parser().parse_args(argv)
-    train.train_model(args, *train.setup(args))
+    trainer = Trainer(TrainingPlan.from_flags(train.build_parser().parse_args(argv)))
+    with trainer.prepared():
+        trainer.train()
 """
 
 
@@ -437,20 +472,16 @@ def test_deterministic_runs_are_bitwise_identical(number_data, tmp_path, monkeyp
 
     calls = []
     monkeypatch.setattr(tf.config.experimental, "enable_op_determinism", lambda: calls.append(1))
+    from training.plan import TrainingPlan
+    from training.trainer import Trainer
+
     args = tiny_run(number_data, tmp_path / "setup", "--deterministic")
-    train.setup(train.build_parser().parse_args(args))
-    assert calls == [1]
+    with Trainer(TrainingPlan.from_flags(train.build_parser().parse_args(args))).prepared():
+        assert calls == [1]
     args = ["--steps", "6", "--steps-per-epoch", "3", "--bleu-sentences", "0", "--deterministic"]
     args += ["--accumulate-steps", "2", "--strategy", "mirrored", "--cpu-devices", "2"]
     runs = [tiny_run(number_data, tmp_path / name, *args) for name in ("first", "second")]
-    completed = subprocess.run(
-        [sys.executable, "-c", TWO_RUNS, json.dumps(runs)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    completed = run_python("-c", TWO_RUNS, json.dumps(runs))
     assert completed.stderr.count("MirroredStrategy with 2 replica(s)") == 2
     assert completed.stderr.count("deterministic ops") == 2
     results = []
@@ -478,14 +509,14 @@ class SteppingClock:
         return self.now
 
 
-def test_run_cut_by_max_minutes_resumes_from_its_last_complete_epoch(
+def test_run_cut_by_max_minutes_is_backed_up_and_trains_on_from_that_step(
     number_data, tmp_path, capsys, monkeypatch
 ):
-    """--max-minutes stops the run inside its second epoch: the backup keeps the first epoch
-    only, and the same command again drops the cut steps' checkpoints, redoes those steps and
-    ends at --steps exactly."""
+    """--max-minutes stops the run inside its second epoch: the backup holds that very step
+    (the partial epoch is backed up like any other), and the same command again trains on from
+    it, keeps the cut run's checkpoints, ends at --steps exactly and exports a second version."""
+    from programs.checkpoints import checkpoint_path
     from training import callbacks
-    from training.checkpoints import checkpoint_path
 
     out = tmp_path / "run"
     args = tiny_run(
@@ -511,23 +542,22 @@ def test_run_cut_by_max_minutes_resumes_from_its_last_complete_epoch(
         "the time limit of 5 minutes is reached" in printed.out
         and "training stopped at step 31" in printed.err
     )
-    assert callbacks.Backup.saved_epoch(out / "backup") == 1
+    assert callbacks.Backup.saved_step(out / "backup") == 31
     assert checkpoints_steps(out) == [10, 20, 30, 31]
     cut = checkpoint_path(out / "checkpoints", 30).read_bytes()
 
-    monkeypatch.undo()  # the real clock: 5 minutes are plenty for the 40 steps left
+    monkeypatch.undo()  # the real clock: 5 minutes are plenty for the 29 steps left
     train.main(args)
     printed = capsys.readouterr()
-    assert f"resumed from the backup in {out / 'backup'}: step 20, epoch 1" in printed.out
+    assert f"resumed from the backup in {out / 'backup'} at step 31" in printed.err
     assert "training stopped at step 60" in printed.err
-    assert checkpoints_steps(out) == [20, 30, 40, 50, 60]
-    assert (
-        checkpoint_path(out / "checkpoints", 30).read_bytes() != cut
-    )  # step 30 trained again, not kept from the cut run
+    assert checkpoints_steps(out) == [30, 31, 40, 50, 60]
+    assert checkpoint_path(out / "checkpoints", 30).read_bytes() == cut  # not trained again
+    assert sorted(p.name for p in (out / "export").iterdir()) == ["1", "2"]
 
 
 def checkpoints_steps(out):
-    from training.checkpoints import list_checkpoints, step_of
+    from programs.checkpoints import list_checkpoints, step_of
 
     return [step_of(p) for p in list_checkpoints(out / "checkpoints")]
 
@@ -572,7 +602,7 @@ def first_losses(data, out, *extra):
             "0",
             "--beam-size",
             "1",
-            "--output-dir",
+            "--run-dir",
             str(out),
             *extra,
         ]

@@ -11,9 +11,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-import keras_transformer as kt
-from training import checkpoints
-from training.files import write_atomically, write_text_atomically
+from programs import checkpoints
+from programs.engines import tensor_engine
+from programs.files import write_atomically, write_text_atomically
+from programs.run_dir import RunError
 from training.scoring import corpus_scores, translate_all
 
 
@@ -40,23 +41,21 @@ class StopOnNaN(keras.callbacks.Callback):
             latest = checkpoints.list_checkpoints(self.checkpoint_dir)
             raise TrainingDiverged(
                 f"the loss became {float(loss)} at step {current_step(self.model)}; training "
-                "stopped "
-                f"without saving this state. The last good checkpoint is "
+                "stopped without saving this state. The last good checkpoint is "
                 f"{latest[-1] if latest else '(none yet)'} and the backup in {self.backup_dir} "
-                "holds "
-                "the last completed epoch. Try a lower learning rate (more --set "
-                "warmup_steps=...), "
-                "--mixed-precision bf16 or off instead of fp16, or a smaller --tokens-per-batch."
+                "holds the step it names. Try a lower learning rate (more --set "
+                "warmup_steps=...), --mixed-precision bf16 or off instead of fp16, or a smaller "
+                "--tokens-per-batch."
             )
 
 
 class Backup(keras.callbacks.Callback):
-    """The exact training state (the model's and the optimizer's variables) at the end of every
-    completed epoch, for resuming a killed run: `BACKUP_DIR/epoch-N.weights.h5`, then
-    `BACKUP_DIR/backup.json` naming it, each written atomically and by the chief only, so that the
-    file named is always whole. Kept after training, so the same command run again finds the run
-    finished. An epoch cut short (--max-minutes) is not recorded: a resumed run redoes its steps.
-    `restore` loads it before `fit`, which then starts at the epoch it returns."""
+    """The exact training state (the model's and the optimizer's variables) for resuming a
+    stopped or killed run: at the start of a new run (step 0), at the end of every epoch, and
+    at the end of training, a partial epoch included (--max-minutes, --steps): written as
+    `BACKUP_DIR/step-N.weights.h5`, then `BACKUP_DIR/backup.json` naming it and its step, each
+    atomically and by the chief only, so that the file named is always whole. `restore` loads
+    it before `fit`; the run goes on from its step."""
 
     INDEX = "backup.json"
 
@@ -65,36 +64,68 @@ class Backup(keras.callbacks.Callback):
         self.backup_dir, self.chief = pathlib.Path(backup_dir), chief
 
     @classmethod
-    def saved_epoch(cls, backup_dir):
-        """The number of epochs the backup in `backup_dir` has completed (0 without one)."""
+    def read_index(cls, backup_dir):
+        """backup.json's {"step", "weights"} ({} without one); RunError naming the file when it
+        cannot be read (or was written by a version that recorded epochs, not steps)."""
         index = pathlib.Path(backup_dir) / cls.INDEX
-        return json.loads(index.read_text())["epoch"] if index.is_file() else 0
+        if not index.is_file():
+            return {}
+        try:
+            record = json.loads(index.read_text())
+            return {"step": int(record["step"]), "weights": str(record["weights"])}
+        except (ValueError, KeyError, TypeError, AttributeError, OSError) as error:
+            raise RunError(
+                f"{index} cannot be read ({type(error).__name__}: {error}); restore it, or "
+                "choose another --run-dir"
+            ) from None
+
+    @classmethod
+    def saved_step(cls, backup_dir):
+        """The step of the backup in `backup_dir` (0 without one)."""
+        return cls.read_index(backup_dir).get("step", 0)
 
     @classmethod
     def restore(cls, model, backup_dir):
         """Loads the backup into a compiled `model` (its optimizer is built first) and returns
-        the epoch to resume at, `fit`'s initial_epoch; 0 without a backup."""
-        epoch = cls.saved_epoch(backup_dir)
-        if epoch:
-            model.optimizer.build(model.trainable_variables)
-            model.load_weights(
-                pathlib.Path(backup_dir)
-                / json.loads((pathlib.Path(backup_dir) / cls.INDEX).read_text())["weights"]
-            )
-        return epoch
+        its step (0 without a backup)."""
+        index = cls.read_index(backup_dir)
+        if index:
+            if not model.optimizer.built:
+                model.optimizer.build(model.trainable_variables)
+            model.load_weights(pathlib.Path(backup_dir) / index["weights"])
+        return index.get("step", 0)
 
-    def on_epoch_end(self, epoch, logs=None):
-        steps = self.params.get("steps")
-        if not self.chief or (steps and current_step(self.model) % steps):
-            return  # not the chief, or stopped within the epoch
-        name = f"epoch-{epoch + 1:06d}.weights.h5"
+    def save(self):
+        if not self.chief:
+            return
+        step = current_step(self.model)
+        name = f"step-{step:07d}.weights.h5"
         write_atomically(self.backup_dir / name, self.model.save_weights)
         write_text_atomically(
-            self.backup_dir / self.INDEX, json.dumps({"epoch": epoch + 1, "weights": name})
+            self.backup_dir / self.INDEX, json.dumps({"step": step, "weights": name})
         )
-        for old in self.backup_dir.glob("epoch-*.weights.h5"):
+        for old in self.backup_dir.glob("*.weights.h5"):
             if old.name != name:
                 old.unlink()
+
+    def on_train_begin(self, logs=None):
+        if not (self.backup_dir / self.INDEX).is_file():
+            self.save()  # a run killed before its first epoch ends resumes from here
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.save()
+
+
+class StopAtStep(keras.callbacks.Callback):
+    """Ends training when the optimizer has made `steps` updates, wherever an epoch stands."""
+
+    def __init__(self, steps):
+        super().__init__()
+        self.steps = steps
+
+    def on_train_batch_end(self, batch, logs=None):
+        if current_step(self.model) >= self.steps:
+            self.model.stop_training = True
 
 
 class StepCheckpoints(keras.callbacks.Callback):
@@ -197,13 +228,17 @@ class TranslationMonitor(keras.callbacks.Callback):
         self.writer = tf.summary.create_file_writer(str(log_dir))
 
     def on_train_begin(self, logs=None):
-        self.translator = kt.Translator(self.model, self.tokenizer, beam_size=1)
+        import keras_transformer as kt
+
+        translator = kt.Translator(self.model, self.tokenizer, beam_size=1)
+        self.translator = translator
+        self.translate = tensor_engine(translator.translate, "greedy search")
 
     def on_epoch_end(self, epoch, logs=None):
         if not self.pairs:
             return
         sources = [source for source, _ in self.pairs]
-        hypotheses = translate_all(self.translator.translate, sources)
+        hypotheses = translate_all(self.translate, sources)
         scores = corpus_scores(hypotheses, [target for _, target in self.pairs])
         if logs is not None:
             logs["val_bleu"], logs["val_chrf"] = scores["bleu"], scores["chrf"]

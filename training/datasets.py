@@ -10,8 +10,7 @@ import pathlib
 
 from keras_transformer.data import ding, load_tfds, read_translate_folder, read_tsv, tfds_languages
 from keras_transformer.data.corpus import CorpusError
-
-SPEC_HELP = "ding, tfds:NAME, folder:DIR or tsv:DIR"
+from programs.flags import DATASET_HELP as SPEC_HELP
 
 
 class Dataset:
@@ -38,7 +37,8 @@ class Dataset:
         if kind not in ("ding", "tfds", "folder", "tsv") or (kind == "ding") == bool(argument):
             raise ValueError(f"--dataset {spec!r}: expected {SPEC_HELP}")
         self.spec, self.kind, self.argument = spec, kind, argument
-        self.data_dir, self.download = data_dir, download
+        self.data_dir = str(data_dir) if data_dir else None
+        self.download = download
         self.phrases, self.sentence_repeats, self._mixtures = phrases, sentence_repeats, {}
         if phrases and kind != "ding":
             raise ValueError(
@@ -55,9 +55,9 @@ class Dataset:
                     f"the Ding corpus translates {self.languages[0]} into {self.languages[1]}, not "
                     f"{target_language!r}"
                 )
-            self.dataset_dir = ding.prepare(data_dir, include_phrases=phrases)
+            self.dataset_dir = ding.prepare(self.data_dir, include_phrases=phrases)
         elif kind == "tfds":
-            self.languages = tfds_languages(argument, source_language, data_dir)
+            self.languages = tfds_languages(argument, source_language, self.data_dir)
             if target_language not in (None, self.languages[1]):
                 raise ValueError(
                     f"{argument!r} translates {self.languages[0]} into {self.languages[1]}, not "

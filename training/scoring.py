@@ -17,21 +17,28 @@ def progress_verbosity():
 
 def translate_all(translate, sentences, batch_size=64, verbose=0):
     """Translations of `sentences` in their order, decoded in batches of similar length;
-    `translate(tf.string [B]) -> {"translation": [B], ...}` (a Translator's `translate`)."""
-    import tensorflow as tf
-
+    `translate(list of str) -> [(translation, score)]` (a `programs.engines.Engine`)."""
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     results = [None] * len(sentences)
     progress = keras.utils.Progbar(len(sentences), verbose=verbose, unit_name="sentence")
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
-        out = translate(tf.constant([sentences[i] for i in chunk], tf.string))[
-            "translation"
-        ].numpy()
-        for i, text in zip(chunk, out):
-            results[i] = text.decode("utf-8")
+        for i, (text, _) in zip(chunk, translate([sentences[i] for i in chunk])):
+            results[i] = text
         progress.add(len(chunk))
     return results
+
+
+def evaluate(translate, pairs, output, batch_size=64):
+    """Translates the sources of `pairs` (with a progress bar), scores the translations against
+    the targets, writes both beside `output` and prints the scores; returns them."""
+    hypotheses = translate_all(
+        translate, [s for s, _ in pairs], batch_size, verbose=progress_verbosity()
+    )
+    scores = score_report(hypotheses, [t for _, t in pairs], output)
+    print_scores(scores)
+    print(f"translations written to {output}, scores to {output}.scores.json")
+    return scores
 
 
 def corpus_scores(hypotheses, references):

@@ -1,4 +1,5 @@
-"""Summarize a training run: its test scores, its steps, where its files are, what to try next.
+"""Print a run's test BLEU and chrF, its training steps, where its model, export, TensorBoard logs
+and test translations are, and commands to try next.
 
     python -m training.summary --run-dir runs/demo --export-dir exports/transformer
 
@@ -6,13 +7,12 @@
 RUN_DIR/checkpoints/step-NNNNNNN.weights.npz, EXPORT_DIR/<version>/), so it takes no time.
 """
 
-import argparse
 import json
 import pathlib
 import shlex
 
-from serving.packaging import latest_version
-from training import checkpoints
+from programs import checkpoints, console, flags
+from programs.versions import latest_version
 
 SCORES_FILE = "translations.test.txt.scores.json"
 DEMO_DIRS = (
@@ -91,26 +91,17 @@ def summary(run_dir, export_dir):
     return lines
 
 
+def build_parser():
+    parser = flags.parser(__doc__, "training.summary")
+    flags.add_run_dir(parser)
+    flags.add_export_dir(parser)
+    return parser
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m training.summary",
-        description="Print a run's test BLEU and chrF, its training steps, where its model, "
-        "export, TensorBoard logs and test translations are, and commands to try next.",
-    )
-    parser.add_argument(
-        "--run-dir", type=pathlib.Path, required=True, help="the run directory, e.g. runs/demo"
-    )
-    parser.add_argument(
-        "--export-dir",
-        type=pathlib.Path,
-        required=True,
-        help=(
-            "the SavedModel base directory, e.g. exports/transformer (its highest version is shown)"
-        ),
-    )
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     if not args.run_dir.is_dir():
-        parser.exit(1, f"error: {args.run_dir} is not a directory\n")
+        console.fail(f"--run-dir {args.run_dir} is not a directory")
     print("\n".join(summary(args.run_dir, args.export_dir)))
 
 

@@ -1,5 +1,7 @@
-"""A Translator packaged for TensorFlow Serving: numbered version directories, warm-up
-requests, and a version that appears whole or not at all."""
+"""TensorFlow Serving's layout: a model's base directory of numbered version directories, each
+a SavedModel with warm-up requests, appearing whole or not at all. Training's final export and
+`serving.export` both write it; `serving.translate`, `training.evaluate` and the summary read
+it."""
 
 import os
 import pathlib
@@ -11,11 +13,16 @@ WARMUP_FILE = pathlib.PurePath("assets.extra", "tf_serving_warmup_requests")
 
 
 def versions(base_dir):
-    """The numbered version directories in `base_dir`, {version: path}."""
+    """The numbered version directories in `base_dir` that hold a SavedModel, {version: path}
+    (a directory without saved_model.pb is not a version)."""
     base_dir = pathlib.Path(base_dir)
     if not base_dir.is_dir():
         return {}
-    return {int(p.name): p for p in base_dir.iterdir() if p.name.isdigit() and p.is_dir()}
+    return {
+        int(p.name): p
+        for p in base_dir.iterdir()
+        if p.name.isdigit() and (p / "saved_model.pb").is_file()
+    }
 
 
 def latest_version(model_dir):
@@ -41,27 +48,36 @@ def export_for_serving(translator, base_dir, version=None):
     """
     base_dir = pathlib.Path(base_dir)
     base_dir.mkdir(parents=True, exist_ok=True)
-    version = max(versions(base_dir), default=0) + 1 if version is None else int(version)
-    target = base_dir / str(version)
-    if target.exists():
-        raise FileExistsError(f"{target} already exists; a served version is never overwritten")
-    staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{version}-", dir=base_dir))
+    if version is not None and (base_dir / str(version)).exists():
+        raise FileExistsError(
+            f"{base_dir / str(version)} already exists; a served version is never overwritten"
+        )
+    staging = pathlib.Path(tempfile.mkdtemp(prefix=".export-", dir=base_dir))
     try:
         translator.save(staging)
         write_warmup_requests(staging / WARMUP_FILE, base_dir.name)
-        staging.chmod(
-            0o755
-        )  # mkdtemp's 0700 would hide the model from a server run as another user
-        try:
-            os.rename(staging, target)
-        except OSError as error:  # another export took this version meanwhile
-            raise FileExistsError(
-                f"{target} already exists; a served version is never overwritten"
-            ) from error
-    except BaseException:
+        staging.chmod(0o755)  # mkdtemp's 0700 would hide the model from a server run as another
+        return _publish(staging, base_dir, version)
+    finally:
         shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return target
+
+
+def _publish(staging, base_dir, version):
+    """Renames `staging` to the version directory `version`, or to the next number after every
+    numbered directory present; an export that loses a race for a number takes the next one."""
+    numbers = [int(p.name) for p in base_dir.iterdir() if p.name.isdigit()]
+    number = max(numbers, default=0) + 1 if version is None else int(version)
+    while True:
+        target = base_dir / str(number)
+        try:
+            os.rename(staging, target)  # atomic; fails onto a version another export wrote
+            return target
+        except OSError as error:
+            if version is not None or not target.exists():
+                raise FileExistsError(
+                    f"{target} already exists; a served version is never overwritten"
+                ) from error
+            number += 1
 
 
 def write_warmup_requests(path, model_name, sentences=WARMUP_SENTENCES):

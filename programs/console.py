@@ -1,8 +1,10 @@
-"""A readable console for the programs: TensorFlow's C++ log lines are hidden unless asked for.
+"""A readable console for the programs: TensorFlow's C++ log lines are hidden unless asked for,
+and one way to fail.
 
-`training/__init__.py` and `serving/__init__.py` call `quiet_tensorflow_logs()`, so it runs before
-any program of theirs imports TensorFlow. By default it sets TF_CPP_MIN_LOG_LEVEL=3 (no C++ INFO,
-WARNING or ERROR lines: on a machine without a GPU, "failed call to cuInit" is an ERROR line).
+Every program's `main()` parses its flags and then calls `start(args.verbose)` before it
+imports TensorFlow; importing a program sets nothing. By default `start` sets
+TF_CPP_MIN_LOG_LEVEL=3 (no C++ INFO, WARNING or ERROR lines: on a machine without a GPU,
+"failed call to cuInit" is an ERROR line).
 TensorFlow 2.21 does not apply that variable to what its shared libraries log while they load
 (the oneDNN and "Could not find cuda drivers" INFO lines, absl's "WARNING: All log messages before
 absl::InitializeLog() ...", each twice), nor does tensorflow-text's own copy of sentencepiece
@@ -12,10 +14,10 @@ small filter process that drops the lines of those formats below the level and p
 else on unchanged (Python warnings and tracebacks, progress bars, the programs' own messages).
 The filter is a separate process so that it still passes on the last lines of a crash.
 
-A way back: `--verbose` on the command line (read from `sys.orig_argv` here, since some programs
-import TensorFlow before they parse their arguments) keeps every line; otherwise a
-TF_CPP_MIN_LOG_LEVEL set by the user wins (the filter then applies the user's level). Imported by
-anything else (pytest, a notebook), these packages only default the variable to 1 (INFO hidden).
+A way back: `--verbose` keeps every line; otherwise a TF_CPP_MIN_LOG_LEVEL set by the user wins
+(the filter then applies the user's level). A `main()` called by anything else than its own
+`python -m` process (pytest, a notebook) only defaults the variable to 1 (INFO hidden) and starts
+no filter.
 """
 
 import atexit
@@ -24,7 +26,7 @@ import subprocess
 import sys
 
 LEVEL_VARIABLE = "TF_CPP_MIN_LOG_LEVEL"
-PROGRAM_PACKAGES = ("training", "serving")
+PROGRAM_PACKAGES = ("training", "serving", "benchmarks")
 
 # Runs in the filter process (python -I -S -c): stdin is the program's stderr, stdout the real
 # stderr.
@@ -54,48 +56,45 @@ while True:
 write(pending)
 """
 
-_quieted = False
+_started = False
 
 
-def quiet_tensorflow_logs():
-    """Hides TensorFlow's C++ log lines for the rest of this process, unless asked not to (see the
-    module's docstring). Call it before TensorFlow is imported; later calls do nothing."""
-    global _quieted
-    if _quieted:
+def start(verbose=False):
+    """Sets up the process for a program, before TensorFlow is imported: its C++ logs hidden
+    unless `verbose` (see the module's docstring), Keras on TensorFlow unless KERAS_BACKEND says
+    otherwise, and TensorFlow's pooling (BFC) allocator for host memory. The default allocator
+    maps and unmaps every large tensor (a [B, T, vocab] logits tensor is ~100 MB), so each step
+    pays page faults on fresh memory: on 2 CPU cores the pool makes a small-preset training step
+    about 1.25x as fast (benchmarks/README.md); `TF_CPU_ALLOCATOR_USE_BFC=false` turns it off.
+    Later calls do nothing."""
+    global _started
+    if _started:
         return
-    _quieted = True
-    arguments = program_arguments()
-    if (
-        arguments is None
-    ):  # imported by a notebook, a script or pytest: only INFO lines hidden, as before
+    _started = True
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+    if not is_program_process():  # a notebook, a script or pytest: only INFO lines hidden
         os.environ.setdefault(LEVEL_VARIABLE, "1")
         return
-    if any(len(a) > 3 and "--verbose".startswith(a) for a in arguments):
-        os.environ[LEVEL_VARIABLE] = (
-            "0"  # asked for on the command line: wins over an inherited level
-        )
+    if verbose:  # asked for on the command line: wins over an inherited level
+        os.environ[LEVEL_VARIABLE] = "0"
     level = os.environ.setdefault(LEVEL_VARIABLE, "3")
     _filter_stderr(int(level) if level.strip().isdigit() else 0)
 
 
-def program_arguments():
-    """The ARGS of `python -m training.PROGRAM ARGS` or `python -m serving.PROGRAM ARGS`; None when
-    this process is anything else. (An abbreviation argparse accepts, such as --verb, counts.)"""
+def is_program_process():
+    """Whether this process is `python -m training.X`, `serving.X` or `benchmarks.X`."""
     argv = getattr(sys, "orig_argv", [])
     if "-m" not in argv[1:-1]:
-        return None
-    module = argv.index("-m") + 1
-    return argv[module + 1 :] if argv[module].split(".")[0] in PROGRAM_PACKAGES else None
+        return False
+    return argv[argv.index("-m") + 1].split(".")[0] in PROGRAM_PACKAGES
 
 
-def add_verbose_flag(parser):
-    """The programs' --verbose; `quiet_tensorflow_logs` has already acted on it."""
-    parser.add_argument(
-        "--verbose",
-        action="store_true",
-        help="show TensorFlow's C++ log lines (hidden by default; a TF_CPP_MIN_LOG_LEVEL "
-        "set in the environment decides instead)",
-    )
+def fail(message, status=1):
+    """Ends a program with one line on stderr, `error: MESSAGE`, and `status` (1: a failure the
+    user can act on; 2: a usage error)."""
+    sys.stderr.write(f"error: {message}\n")
+    sys.exit(status)
 
 
 def noise_pattern(level):

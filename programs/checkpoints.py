@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from training.files import write_atomically
+from programs.files import write_atomically
 
 PATTERN = re.compile(r"^step-(\d+)\.weights\.npz$")
 

@@ -1,0 +1,367 @@
+"""The Markdown report of a benchmark run (benchmarks/README.md, GPU.md) from its results.json.
+
+    python -m benchmarks.report --results benchmarks/results.json --output benchmarks/README.md
+
+re-renders a report without measuring anything; `python -m benchmarks.bench` measures, then
+calls `render`. Each section's prose is a Markdown template below: its paragraphs are wrapped
+here for reading and written one line each; `{table}` is the section's table.
+"""
+
+import json
+import pathlib
+import sys
+
+from programs import console, flags
+
+INTRO = """\
+# Benchmarks
+
+Written by `make bench` (`python -m benchmarks.bench`); do not edit by hand. Every figure is a
+ratio against a peer measured in the same run: a model of the same size built from KerasHub's
+`TransformerEncoder`/`TransformerDecoder` (benchmarks/peer.py), or our own decoding without its
+cache (full recomputation each step, the method of the official TensorFlow tutorial). The raw
+figures are in `results.json`. On a GPU, `python -m benchmarks.bench --gpu` writes the same
+tables to `GPU.md` (bfloat16, XLA off and on, the base preset at 25000 tokens a step).
+
+`python -m benchmarks.bench {arguments}` on {machine}, {date}. TensorFlow {tensorflow}, Keras
+{keras}, keras-hub {keras_hub}. Medians of {repeats} repetitions after warm-up, the models
+compared timed in turn within each repetition. Keras dtype policy {policy}. Matmul rate of this
+machine ({matmul_dtype}, TensorFlow, best square size): {gflops:.1f} GFLOP/s.
+"""
+
+TRAINING = """\
+## Training step (forward, backward, Adam update)
+
+{table}
+
+The peer's extra parameters are its untied output projection and learned positions (KerasHub's
+`TokenAndPositionEmbedding`); MFU counts the same matmul FLOPs for both (the layer sizes of §3,
+backward = 2 x forward) over the machine's matmul rate. The speed over the peer is the median of
+the per-repetition ratios of step times (with their quartiles), which can differ from the ratio
+of the median throughputs.
+"""
+
+BACKENDS = """\
+## Keras backends (training step of our model, fresh processes in turn)
+
+{table}
+"""
+
+NO_JAX = "JAX is not installed: `pip install jax` to measure the JAX backend."
+
+DECODING = """\
+## Decoding ({decoding_preset} preset, random weights, source length 20, output up to
+{decoding_length} tokens)
+
+Over full recomputation: against our decoding without its cache (XLA off: its growing prefix has
+dynamic shapes, which XLA does not compile). Over KerasHub: against the peer's cached greedy
+decoding with the same XLA setting.{before_note}
+
+{table}
+"""
+
+BEFORE_NOTE = " Before: the same rows in `{path}` (run {date}, {machine})."
+
+SAVED_MODEL = """\
+## Exported SavedModel ({decoding_preset} preset, random weights, loaded in a fresh process)
+
+The `translate` signature on strings, as TensorFlow Serving runs it (no XLA), beside the same
+model decoding the same source ids with XLA in the benchmark's process (batch 1;
+{saved_model_calls} calls each at batch 1, a quarter as many at batch 32). The SavedModel also
+tokenizes, detokenizes and computes the alignment. Threads within an op: TensorFlow's default
+(one per core) or 1 (TensorFlow Serving's `--tensorflow_intra_op_parallelism=1`).
+
+{table}
+"""
+
+CTRANSLATE2 = """\
+## CTranslate2 (a model of the demo's size trained {ctranslate2_steps} steps to copy sentences;
+the tiny preset with --quick)
+
+Beam 4, alpha 0.6, on 32 held-out sentences: ms per sentence at batch 1 (the first sentence) and
+batch 32, and how many of the 32 translations equal the SavedModel's. The SavedModel runs in a
+fresh process as TensorFlow Serving would; the others in the benchmark's process. CTranslate2
+from `python -m serving.ctranslate2` (float32, and `--quantization int8`).
+
+{table}
+"""
+
+PADDING = """\
+## Padding efficiency (real tokens / all tokens in batches)
+
+Length-bucketed batches: {bucketed:.1f}%; fixed-size batches of the same token budget:
+{fixed:.1f}%.
+"""
+
+MEMORY = """\
+## Peak resident host memory (fresh process, XLA off)
+
+{table}
+"""
+
+
+def fill(template, **fields):
+    """`template` with each paragraph on one line, then its `fields` filled in."""
+    paragraphs = template.strip().split("\n\n")
+    return "\n\n".join(" ".join(paragraph.split("\n")) for paragraph in paragraphs).format(**fields)
+
+
+def render(results, before=None):
+    """The Markdown report of `results`; with `before` (an earlier run's results.json), the
+    decoding and SavedModel rows also give that run's figures and the speed-up over them."""
+    sections = (
+        intro(results),
+        fill(TRAINING, table=training_table(results)),
+        fill(BACKENDS, table=backends_table(results) if results["backends"] else NO_JAX),
+        decoding(results, before),
+        fill(SAVED_MODEL, **results, table=saved_model_table(results, before)),
+        fill(CTRANSLATE2, **results, table=ctranslate2_table(results)),
+        padding(results),
+        fill(MEMORY, table=memory_table(results)),
+    )
+    return "\n\n".join(sections) + "\n"
+
+
+def intro(results):
+    gflops = results["matmul_flops"] / 1e9
+    return fill(INTRO, **results, **results["versions"], gflops=gflops)
+
+
+def decoding(results, before):
+    note = ""
+    if before:
+        note = BEFORE_NOTE.format(
+            path=results["before"], date=before["date"], machine=before["machine"]
+        )
+    table = decoding_table(results, before)
+    return fill(DECODING, **results, before_note=note, table=table)
+
+
+def padding(results):
+    efficiency = results["padding_efficiency"]
+    return fill(PADDING, bucketed=100 * efficiency["True"], fixed=100 * efficiency["False"])
+
+
+def row(*cells):
+    """One row of a Markdown table."""
+    return "| " + " | ".join(str(cell) for cell in cells) + " |"
+
+
+def table_header(columns, before_unit=None, before=None):
+    """The two header lines of a Markdown table of `columns` ((name, "l" or "r") pairs: left-
+    or right-aligned), and with `before` the earlier run's figure in `before_unit` and the
+    speed-up over it."""
+    if before:
+        columns = (*columns, (f"before: {before_unit}", "r"), ("speed-up", "r"))
+    names = " | ".join(name for name, _ in columns)
+    rules = " | ".join("---:" if align == "r" else "---" for _, align in columns)
+    return [f"| {names} |", f"| {rules} |"]
+
+
+def before_cells(then, now):
+    """The --before cells of a row: the earlier figure and now's speed-up over it."""
+    return (f"{then:.1f}", f"{then / now:.2f}") if then else ("", "")
+
+
+def on_off(flag):
+    return "on" if flag else "off"
+
+
+def before_decoding(before, batch, method, xla):
+    """ms/sentence of a decoding row in an earlier run's results (`--before`), or None."""
+    for setting in before["decoding"]:
+        for then in setting["rows"]:
+            if (setting["batch"], then["method"], then["xla"]) == (batch, method, xla):
+                return then["ms_per_sentence"]
+    return None
+
+
+def before_saved_model(before, search, threads):
+    """Batch-1 p50 ms of an exported search in an earlier run's results (`--before`), or None."""
+    for then in before["saved_model"]:
+        if (then["search"], then["intra_op_threads"]) == (search, threads):
+            return then["p50_ms"]
+    return None
+
+
+def training_table(results):
+    columns = (
+        *(("preset", "l"), ("batch x length", "l"), ("XLA", "l"), ("model", "l")),
+        *(("parameters", "r"), ("target tokens/s", "r")),
+        *(("speed over peer (quartiles)", "r"), ("MFU", "r")),
+    )
+    lines = table_header(columns)
+    for setting in results["training"]:
+        for name, figures in setting["rows"].items():
+            ratio = "1.00"
+            if "speed_over_peer" in figures:
+                ratio = "{1:.2f} ({0:.2f}-{2:.2f})".format(*figures["speed_over_peer"])
+            lines.append(
+                row(
+                    *(setting["preset"], setting["shape"], on_off(setting["xla"]), name),
+                    *(f"{figures['params']:,}", f"{figures['tokens_per_second']:,.0f}"),
+                    *(ratio, f"{100 * figures['mfu']:.1f}%"),
+                )
+            )
+    return "\n".join(lines)
+
+
+def backends_table(results):
+    columns = (
+        *(("preset", "l"), ("batch x length", "l"), ("backend", "l")),
+        *(("target tokens/s", "r"), ("speed over TensorFlow", "r")),
+    )
+    lines = table_header(columns)
+    for setting in results["backends"]:
+        for backend, figures in setting["rows"].items():
+            compiler = "XLA" if backend == "jax" else "tf.function, no XLA"
+            lines.append(
+                row(
+                    *(setting["preset"], setting["shape"], f"{backend} ({compiler})"),
+                    f"{figures['tokens_per_second']:,.0f}",
+                    f"{figures['speed_over_tensorflow']:.2f}",
+                )
+            )
+    return "\n".join(lines)
+
+
+def decoding_table(results, before):
+    columns = (
+        *(("batch", "r"), ("decoder steps", "r"), ("method", "l"), ("XLA", "l")),
+        *(("sentences/s", "r"), ("ms/sentence", "r")),
+        *(("over full recomputation", "r"), ("over KerasHub", "r")),
+    )
+    lines = table_header(columns, "ms/sentence", before)
+    for setting in results["decoding"]:
+        rows = {(figures["method"], figures["xla"]): figures for figures in setting["rows"]}
+        base = rows[("greedy, full recomputation", False)]["ms_per_sentence"]
+        for (method, xla), figures in rows.items():
+            peer = rows[("KerasHub greedy, cached", xla)]["ms_per_sentence"]
+            ours = figures["ms_per_sentence"]
+            cells = [
+                *(setting["batch"], setting["steps"], method, on_off(xla)),
+                *(f"{figures['sentences_per_second']:.1f}", f"{ours:.1f}"),
+                f"{base / ours:.2f}",
+                f"{peer / ours:.2f}" if method == "greedy, cached" else "",
+            ]
+            if before:
+                then = before_decoding(before, setting["batch"], method, xla)
+                cells += before_cells(then, ours)
+            lines.append(row(*cells))
+    return "\n".join(lines)
+
+
+def saved_model_table(results, before):
+    columns = (
+        *(("search", "l"), ("threads within an op", "l"), ("decoder steps", "r")),
+        *(("batch 1 p50 ms", "r"), ("p99 ms", "r"), ("batch 32 sentences/s", "r")),
+        *(("XLA, ms", "r"), ("SavedModel over XLA", "r")),
+    )
+    lines = table_header(columns, "p50 ms", before)
+    for figures in results["saved_model"]:
+        cells = [
+            figures["search"],
+            figures["intra_op_threads"] or "default",
+            figures["steps"],
+            *(f"{figures[key]:.1f}" for key in ("p50_ms", "p99_ms")),
+            f"{figures['batch32_sentences_per_second']:.1f}",
+            f"{figures['xla_ms']:.1f}",
+            f"{figures['over_xla']:.2f}",
+        ]
+        if before:
+            then = before_saved_model(before, figures["search"], figures["intra_op_threads"])
+            cells += before_cells(then, figures["p50_ms"])
+        lines.append(row(*cells))
+    return "\n".join(lines)
+
+
+def ctranslate2_table(results):
+    columns = (
+        *(("engine", "l"), ("batch 1 ms", "r"), ("batch 32 ms/sentence", "r")),
+        *(("batch 1 over SavedModel", "r"), ("batch 32 over SavedModel", "r")),
+        ("same translations", "r"),
+    )
+    lines = table_header(columns)
+    saved = results["ctranslate2"][0]
+    for figures in results["ctranslate2"]:
+        lines.append(
+            row(
+                figures["engine"],
+                *(f"{figures['batch1_ms']:.1f}", f"{figures['batch32_ms']:.2f}"),
+                f"{saved['batch1_ms'] / figures['batch1_ms']:.2f}",
+                f"{saved['batch32_ms'] / figures['batch32_ms']:.2f}",
+                f"{figures['same']}/32",
+            )
+        )
+    return "\n".join(lines)
+
+
+def memory_table(results):
+    columns = (
+        ("work", "l"),
+        *(("peak MiB", "r"), ("added by the work, MiB", "r"), ("GPU:0 peak MiB", "r")),
+    )
+    lines = table_header(columns)
+    for what, figures in results["memory"].items():
+        gpu = f"{figures['gpu_peak_mib']:.0f}" if "gpu_peak_mib" in figures else "no GPU"
+        lines.append(row(what, f"{figures['peak_mib']:.0f}", f"{figures['added_mib']:.0f}", gpu))
+    return "\n".join(lines)
+
+
+def markdown_path(results_path):
+    """The report beside a results file: results.json -> README.md, GPU.json -> GPU.md."""
+    name = "README.md" if results_path.name == "results.json" else results_path.stem + ".md"
+    return results_path.parent / name
+
+
+def build_parser():
+    parser = flags.parser("benchmarks.report", __doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--results",
+        type=pathlib.Path,
+        default=pathlib.Path("benchmarks/results.json"),
+        help="the results.json of a benchmark run (python -m benchmarks.bench)",
+    )
+    flags.add_output(
+        parser,
+        "the Markdown report ('-': standard output; default: beside the results, README.md for "
+        "results.json, NAME.md for NAME.json)",
+    )
+    parser.add_argument(
+        "--before",
+        type=pathlib.Path,
+        default=None,
+        help="an earlier run's results.json: the decoding and SavedModel tables then give its "
+        "figures beside the run's, and the speed-up (default: the one the results name, if any)",
+    )
+    return parser
+
+
+def read_json(path, flag):
+    """The JSON in `path`, or the program ends with `error: FLAG PATH: why`."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        console.fail(f"{flag} {path}: {error}")
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    console.start(args.verbose)
+    results = read_json(args.results, "--results")
+    if args.before:
+        results["before"] = str(args.before)
+    before = None
+    if "before" in results:
+        before = read_json(pathlib.Path(results["before"]), "--before")
+    text = render(results, before)
+    output = args.output or markdown_path(args.results)
+    if str(output) == "-":
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        print(f"report written to {output}")
+
+
+if __name__ == "__main__":
+    main()

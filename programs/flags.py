@@ -1,0 +1,234 @@
+"""The programs' flag vocabulary: one name, one definition and one help text per concept.
+
+--run-dir      a training run's directory              --export-dir  a TF Serving base directory
+--output       the file or directory a program writes  --model       a trained model (kinds below)
+--tokenizer    a sentencepiece model                   --data-dir    where corpora are kept
+--source       a file of sentences, one per line       --beam-size, --alpha, --extra-length: §6.1
+"""
+
+import argparse
+import pathlib
+
+from programs import console
+
+# What --model can name; each program lists the kinds it reads.
+MODEL_KINDS = {
+    "keras": "a .keras model",
+    "checkpoint": "a run's step checkpoint (.weights.npz)",
+    "saved_model": "a SavedModel directory (a version, or the base directory: its highest "
+    "version, decoding as it was exported)",
+    "ctranslate2": "a CTranslate2 directory (serving.ctranslate2)",
+}
+DATASET_HELP = "ding, tfds:NAME, folder:DIR or tsv:DIR"
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Appends an option's default to its help, unless the help already states it."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False, True, [], argparse.SUPPRESS) or "default" in action.help:
+            return action.help
+        return action.help + " (default: %(default)s)"
+
+
+def parse(parser, argv=None):
+    """The program's flags, parsed, and its console started (`console.start`), before it
+    imports TensorFlow."""
+    args = parser.parse_args(argv)
+    console.start(args.verbose)
+    return args
+
+
+def parser(doc, prog):
+    """A program's parser, described by the first paragraph of its module's `doc`, with the
+    shared --verbose."""
+    description = " ".join(doc.split("\n\n")[0].split())
+    made = argparse.ArgumentParser(
+        prog=f"python -m {prog}", description=description, formatter_class=HelpFormatter
+    )
+    made.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show TensorFlow's C++ log lines (hidden by default; a TF_CPP_MIN_LOG_LEVEL set "
+        "in the environment decides instead)",
+    )
+    return made
+
+
+def add_run_dir(parser, required=True):
+    parser.add_argument(
+        "--run-dir",
+        type=pathlib.Path,
+        required=required,
+        help="the training run's directory (run.json, tokenizer.model, checkpoints/, backup/, "
+        "logs/, model.keras), e.g. runs/demo",
+    )
+
+
+def add_export_dir(parser, required=True):
+    parser.add_argument(
+        "--export-dir",
+        type=pathlib.Path,
+        required=required,
+        default=None,
+        help="TensorFlow Serving's base directory for the model, one numbered version "
+        "directory per export, e.g. exports/transformer (training: default RUN_DIR/export)",
+    )
+
+
+def add_output(parser, what, required=False):
+    parser.add_argument(
+        "--output",
+        type=pathlib.Path,
+        required=required,
+        default=None,
+        help=f"where to write {what}",
+    )
+
+
+def add_model(parser, *kinds):
+    """--model, of the `kinds` the program reads, and its --tokenizer."""
+    parser.add_argument(
+        "--model",
+        type=pathlib.Path,
+        required=True,
+        help="the trained model: " + ", ".join(MODEL_KINDS[kind] for kind in kinds),
+    )
+    add_tokenizer(parser)
+
+
+def add_tokenizer(parser):
+    parser.add_argument(
+        "--tokenizer",
+        type=pathlib.Path,
+        default=None,
+        help="a sentencepiece model: training uses it instead of training one; the other "
+        "programs read the model's (default: tokenizer.model beside the model or in its run "
+        "directory)",
+    )
+
+
+def add_search(parser):
+    """Beam search's settings (§6.1)."""
+    parser.add_argument(
+        "--beam-size", type=int, default=4, help="beam width; 1: greedy search (§6.1: 4)"
+    )
+    parser.add_argument(
+        "--alpha", type=float, default=0.6, help="length penalty ((5+|Y|)/6)^alpha (§6.1: 0.6)"
+    )
+    parser.add_argument(
+        "--extra-length",
+        type=int,
+        default=50,
+        help="a translation is at most source length + this many tokens (§6.1: 50)",
+    )
+
+
+def add_dataset(parser):
+    parser.add_argument("--dataset", default="ding", help=DATASET_HELP)
+    parser.add_argument(
+        "--source-language", default=None, help="source side (Ding: de or en; folder:DIR needs it)"
+    )
+    parser.add_argument("--target-language", default=None, help="target side (folder:DIR needs it)")
+    add_data_dir(parser)
+
+
+def add_data_dir(parser):
+    parser.add_argument(
+        "--data-dir",
+        type=pathlib.Path,
+        default=None,
+        help="where corpora are kept: the tfds data directory, or the Ding corpus's (default: "
+        "$KERAS_TRANSFORMER_CACHE or ~/.cache/keras_transformer)",
+    )
+
+
+def add_sentences(parser):
+    """Sentences as arguments, or --source FILE, or standard input."""
+    parser.add_argument(
+        "sentences", nargs="*", help="sentences to translate (else --source, else stdin)"
+    )
+    add_source(parser)
+
+
+def add_source(parser):
+    parser.add_argument(
+        "--source",
+        type=pathlib.Path,
+        default=None,
+        help="a UTF-8 file of source sentences, one per line",
+    )
+
+
+def add_scores(parser):
+    parser.add_argument(
+        "--scores", action="store_true", help="print each translation's score before it"
+    )
+
+
+def add_batch_size(parser, default):
+    parser.add_argument(
+        "--batch-size", type=int, default=default, help="sentences translated together"
+    )
+
+
+def add_seed(parser):
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="the random seed (training: weights, dropout, data order; sampling: the draws)",
+    )
+
+
+def add_jit_compile(parser):
+    parser.add_argument(
+        "--jit-compile",
+        action="store_true",
+        help="compile with XLA (training: the step, always under KERAS_BACKEND=jax; "
+        "translating: the search of a .keras model or checkpoint)",
+    )
+
+
+def read_sentences(args, stdin):
+    """The sentences of `add_sentences`: the arguments, else --source, else `stdin`; one per
+    line."""
+    if args.sentences and args.source:
+        raise ValueError("give sentences as arguments or with --source, not both")
+    if args.sentences:
+        return args.sentences
+    if args.source:
+        try:
+            return args.source.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            raise ValueError(f"--source {args.source}: {error}") from error
+    return stdin.read().splitlines()
+
+
+def add_preset(parser, repeatable=False):
+    parser.add_argument(
+        "--preset",
+        action="append" if repeatable else "store",
+        default=None if repeatable else "small",
+        help="a Table 3 preset: tiny, small, base or big (small: a CPU model, narrowed by make "
+        "demo)" + (" (repeatable)" if repeatable else ""),
+    )
+
+
+def add_version(parser):
+    parser.add_argument(
+        "--version",
+        type=int,
+        default=None,
+        help="a TensorFlow Serving model version (export: default one more than the highest "
+        "present; client: default the server's choice)",
+    )
+
+
+def add_phrases(parser):
+    parser.add_argument(
+        "--phrases",
+        action="store_true",
+        help="Ding only: the dictionary's word and phrase pairs too (about 370,000), prepared "
+        "as a split of their own and trained on mixed with the sentence pairs",
+    )

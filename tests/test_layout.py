@@ -1,0 +1,147 @@
+"""The layout holds: imports run one way (the library; below the programs, `programs/`; then
+training/, serving/ and benchmarks/), importing a program sets nothing up, each flag has one
+definition, and every command a program prints for the user parses with that program's parser."""
+
+import ast
+import importlib
+import json
+import pathlib
+import shlex
+
+import pytest
+from conftest import run_python
+
+from training import summary
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+LAYERS = ("keras_transformer", "programs", "training", "serving", "benchmarks")
+# What each top-level package may import of the others.
+ALLOWED = {
+    "keras_transformer": set(),
+    "programs": {"keras_transformer"},
+    "training": {"keras_transformer", "programs"},
+    "serving": {"keras_transformer", "programs"},
+    # the benchmarks measure the programs: the quality study drives the Trainer, the speed
+    # tables the CTranslate2 converter
+    "benchmarks": {"keras_transformer", "programs", "training", "serving"},
+}
+PROGRAMS = [
+    f"{package}.{path.stem}"
+    for package in ("training", "serving", "benchmarks")
+    for path in sorted((ROOT / package).glob("*.py"))
+    if "def main(" in path.read_text()
+]
+
+
+def imports_of(path):
+    """(line, top-level package) of every import in the file at `path`."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            yield node.lineno, node.module.split(".")[0]
+
+
+def test_imports_run_one_way():
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for package in LAYERS
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for line, module in imports_of(path)
+        if module in LAYERS and module != package and module not in ALLOWED[package]
+    ]
+    assert wrong == []
+    assert len(PROGRAMS) >= 10  # the scan found the programs
+
+
+NO_SIDE_EFFECTS = """
+import importlib, json, os, subprocess, sys
+before = dict(os.environ)
+for name in json.loads(sys.argv[1]):
+    importlib.import_module(name)
+children = subprocess.run(
+    ["ps", "-o", "pid=", "--ppid", str(os.getpid())], capture_output=True, text=True
+).stdout.split()
+changed = [k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)]
+print(json.dumps({"changed": sorted(changed), "children": len(children) - 1}))  # less ps itself
+"""
+
+
+def test_importing_a_program_sets_nothing_up():
+    """No environment variable set and no stderr filter started by an import: `main()` does
+    that (`programs.console.start`)."""
+    environment = dict.fromkeys(
+        ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND", "TF_CPU_ALLOCATOR_USE_BFC")
+    )  # removed
+    completed = run_python("-c", NO_SIDE_EFFECTS, json.dumps(PROGRAMS), env=environment)
+    assert json.loads(completed.stdout.splitlines()[-1]) == {"changed": [], "children": 0}
+
+
+def option_definitions():
+    """{option: [where it is defined]} over every add_argument call of the programs and of
+    programs/flags.py."""
+    found = {}
+    for package in ("programs", "training", "serving", "benchmarks"):
+        for path in sorted((ROOT / package).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+                    for argument in node.args:
+                        if isinstance(argument, ast.Constant) and argument.value.startswith("--"):
+                            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+                            found.setdefault(argument.value, []).append(where)
+    return found
+
+
+def test_each_flag_has_one_definition():
+    """One name per concept, defined once with one help text: a flag that two programs take
+    comes from programs/flags.py."""
+    definitions = option_definitions()
+    assert {"--run-dir", "--export-dir", "--model", "--output", "--beam-size"} <= set(definitions)
+    assert {flag: places for flag, places in definitions.items() if len(places) > 1} == {}
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_every_program_has_help_and_verbose(program):
+    parser = importlib.import_module(program).build_parser()
+    assert parser.prog == f"python -m {program}"
+    assert "--verbose" in parser.format_help()
+
+
+def parse_command(command):
+    """Parses `python -m PROGRAM ARGS  # comment` with PROGRAM's own parser."""
+    words = shlex.split(command, comments=True)
+    assert words[:2] == ["python", "-m"], command
+    return importlib.import_module(words[2]).build_parser().parse_args(words[3:])
+
+
+def test_the_summary_s_commands_parse(tmp_path):
+    run, export = tmp_path / "my run", tmp_path / "export"
+    commands = [
+        line.strip() for line in summary.summary(run, export) if "python -m" in line.strip()[:9]
+    ]
+    assert len(commands) == 2
+    for command in commands:
+        parse_command(command)
+
+
+def test_the_commands_printed_after_training_parse(tmp_path):
+    """The commands a run under another backend than TensorFlow prints, to score and export
+    its model (tests/test_train_program.py runs them too)."""
+    from training import train
+    from training.plan import TrainingPlan
+    from training.trainer import Trainer
+
+    flags = ["--run-dir", str(tmp_path / "a run"), "--dataset", "folder:/data/x y"]
+    flags += ["--source-language", "de", "--target-language", "en", "--data-dir", "/cache"]
+    plan = TrainingPlan.from_flags(train.build_parser().parse_args(flags))
+    commands = Trainer(plan).next_commands(tmp_path / "a run" / "model.keras")
+    evaluate, export = (parse_command(command) for command in commands)
+    assert evaluate.model == tmp_path / "a run" / "model.keras"
+    assert (evaluate.dataset, evaluate.source_language, evaluate.target_language) == (
+        "folder:/data/x y",
+        "de",
+        "en",
+    )
+    assert evaluate.data_dir == pathlib.Path("/cache")
+    assert export.export_dir == tmp_path / "a run" / "export"

@@ -1,0 +1,137 @@
+"""A training run's plan: every setting of `python -m training.train`, with the paper's defaults
+filled in and the values that cannot work refused, naming the flag. Frozen: the Trainer reads it
+and never changes it."""
+
+import dataclasses
+import json
+import pathlib
+
+DEFAULT_VOCAB_SIZE = 8000
+# The paper's schedule: base models trained 100k steps at 0.4 s a step, big ones 300k at 1.0 s
+# (§5.2), and averaged their last 5 and 20 checkpoints, written 10 minutes apart (§6.1): every
+# 1500 and 600 steps. Other presets train 100k steps and average 5 checkpoints, one per epoch.
+PAPER_TRAINING = {
+    "base": {"steps": 100000, "keep_checkpoints": 5, "checkpoint_every": 1500},
+    "big": {"steps": 300000, "keep_checkpoints": 20, "checkpoint_every": 600},
+}
+OTHER_TRAINING = {"steps": 100000, "keep_checkpoints": 5, "checkpoint_every": None}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingPlan:
+    """The settings of one run; `from_flags` builds it from the parsed command line."""
+
+    run_dir: pathlib.Path
+    preset: str = "small"
+    overrides: tuple = ()  # ((field, value), ...) for TransformerConfig
+    dataset: str = "ding"
+    source_language: str | None = None
+    target_language: str | None = None
+    data_dir: pathlib.Path | None = None
+    download: bool = True
+    phrases: bool = False
+    sentence_repeats: int = 1
+    validation_split: str = "validation"
+    test_split: str = "test"
+    vocab_size: int | None = None
+    tokenizer: pathlib.Path | None = None
+    tokens_per_batch: int | None = None
+    max_length: int = 128
+    steps: int | None = None
+    epochs: int | None = None
+    steps_per_epoch: int = 1000
+    accumulate_steps: int = 1
+    checkpoint_every: int | None = None
+    checkpoint_minutes: float | None = None
+    keep_checkpoints: int | None = None
+    max_minutes: float | None = None
+    seed: int = 0
+    deterministic: bool = False
+    bleu_sentences: int = 500
+    samples: int = 3
+    beam_size: int = 4
+    alpha: float = 0.6
+    extra_length: int = 50
+    export_dir: pathlib.Path | None = None
+    strategy: str = "auto"
+    tpu: str | None = None
+    cpu_devices: int = 1
+    mixed_precision: str = "auto"
+    jit_compile: bool = False
+
+    @classmethod
+    def from_flags(cls, args):
+        """The plan of an argparse Namespace from `training.train`'s parser, checked."""
+        values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)}
+        values["overrides"] = tuple(parse_overrides(args.overrides).items())
+        return cls(**values).with_defaults().checked()
+
+    def with_defaults(self):
+        """The paper's --steps, --keep-checkpoints and --checkpoint-every for the preset
+        (PAPER_TRAINING) where they are not given, and RUN_DIR/export."""
+        paper = PAPER_TRAINING.get(self.preset, OTHER_TRAINING)
+        filled = {"export_dir": self.export_dir or self.run_dir / "export"}
+        if self.steps is None and self.epochs is None:
+            filled["steps"] = paper["steps"]
+        if self.keep_checkpoints is None:
+            filled["keep_checkpoints"] = paper["keep_checkpoints"]
+        if self.checkpoint_every is None and self.checkpoint_minutes is None:
+            filled["checkpoint_every"] = paper["checkpoint_every"]
+        return dataclasses.replace(self, **filled)
+
+    def checked(self):
+        """Refuses values that cannot work, naming the flag; returns the plan."""
+        for flag in ("steps", "epochs", "checkpoint_every", "steps_per_epoch", "accumulate_steps"):
+            value = getattr(self, flag)
+            if value is not None and value < 1:
+                raise ValueError(
+                    f"--{flag.replace('_', '-')} must be at least 1"
+                    + (" (1: no accumulation)" if flag == "accumulate_steps" else "")
+                )
+        if self.keep_checkpoints < 1:
+            raise ValueError(
+                "--keep-checkpoints must be at least 1 (the last checkpoints are averaged)"
+            )
+        for flag in ("checkpoint_minutes", "max_minutes"):
+            value = getattr(self, flag)
+            if value is not None and not value > 0:
+                raise ValueError(f"--{flag.replace('_', '-')} must be positive")
+        if self.sentence_repeats < 1:
+            raise ValueError("--sentence-repeats must be at least 1")
+        if self.sentence_repeats != 1 and not self.phrases:
+            raise ValueError(
+                "--sentence-repeats up-samples the sentences among the phrases: it needs --phrases"
+            )
+        if self.tokenizer and not self.tokenizer.is_file():
+            raise ValueError(f"--tokenizer {self.tokenizer}: no such file")
+        return self
+
+    @property
+    def config_overrides(self):
+        """The TransformerConfig fields set by --set and --tokens-per-batch."""
+        overrides = dict(self.overrides)
+        if self.tokens_per_batch:
+            overrides["tokens_per_batch"] = self.tokens_per_batch
+        return overrides
+
+    @property
+    def checkpoint_interval(self):
+        """Steps between checkpoints: --checkpoint-every, else one per epoch unless
+        --checkpoint-minutes alone decides."""
+        if self.checkpoint_every:
+            return self.checkpoint_every
+        return None if self.checkpoint_minutes else self.steps_per_epoch
+
+
+def parse_overrides(items):
+    """{"field": value} from FIELD=VALUE strings; values are read as JSON when they parse."""
+    overrides = {}
+    for item in items:
+        field, sep, text = item.partition("=")
+        if not sep or not field:
+            raise ValueError(f"--set {item!r}: expected FIELD=VALUE")
+        try:
+            overrides[field] = json.loads(text)
+        except json.JSONDecodeError:
+            overrides[field] = text
+    return overrides

@@ -1,0 +1,502 @@
+"""The Trainer: one training run from its plan to its export, around `model.fit`.
+
+    Trainer(TrainingPlan.from_flags(args)).run()
+
+`prepare` checks everything that can fail before anything is written (the preset, the strategy,
+the data: every split the run reads is opened and counted; the run directory's state, which a
+resume must agree with), `train` runs `model.fit` with the run's callbacks from the backup's
+step to the plan's, and `finish` averages the last checkpoints (§6.1), scores the average on
+the test split and exports it for TensorFlow Serving. The chief holds the run directory's lock
+for the whole run.
+"""
+
+import contextlib
+import dataclasses
+import math
+import pathlib
+import shlex
+import sys
+import tempfile
+
+from programs import run_dir
+from programs.run_dir import MODEL_FILE, TOKENIZER_FILE, RunError
+from training.plan import DEFAULT_VOCAB_SIZE
+from training.run_state import RunState, settings_of
+
+
+def log(message):
+    print(message, file=sys.stderr)
+
+
+def on_tensorflow():
+    """Whether Keras runs on TensorFlow, which decoding (validation BLEU, the test
+    translations) and the export need; other backends train and write model.keras."""
+    import keras
+
+    return keras.backend.backend() == "tensorflow"
+
+
+class Trainer:
+    """Owns one run of `plan` (a `TrainingPlan`): `run()` prepares, trains and finishes."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.scratch = None  # a temporary directory for a tokenizer trained before the checks
+
+    def run(self):
+        """Returns what the run's end recorded ({"step", "model", "export", "bleu", "chrf"};
+        {} on workers other than the chief)."""
+        with self.prepared():
+            if self.state.finished and self.steps == self.state.step:
+                return self.report_finished()
+            model = self.train() if self.state.step < self.steps else None
+            return self.finish(model) if self.chief else {}
+
+    @contextlib.contextmanager
+    def prepared(self):
+        """`prepare`d, holding the run directory's lock (the chief) and a scratch directory
+        until the block ends."""
+        from training import runtime
+
+        lock = run_dir.RunLock(self.plan.run_dir) if runtime.is_chief() else None
+        with lock or contextlib.nullcontext(), tempfile.TemporaryDirectory() as scratch:
+            self.scratch = pathlib.Path(scratch)
+            self.prepare()
+            yield self
+
+    # -- before anything is written -------------------------------------------------------
+
+    def prepare(self):
+        """Checks the plan against the machine, the data and the run directory, then writes
+        the tokenizer and run.json (the chief)."""
+        from training import runtime
+        from training.datasets import Dataset
+
+        plan = self.plan
+        self.config = self.build_config()
+        self.strategy = runtime.create_strategy(plan.strategy, plan.tpu, plan.cpu_devices)
+        self.check_batch_budget()
+        self.precision = runtime.set_mixed_precision(plan.mixed_precision, self.strategy)
+        self.chief = runtime.is_chief()
+        self.dataset = Dataset(
+            plan.dataset,
+            plan.source_language,
+            plan.target_language,
+            plan.data_dir,
+            plan.download,
+            plan.phrases,
+            plan.sentence_repeats,
+        )
+        self.state = RunState.read(plan.run_dir)
+        self.steps_per_epoch = plan.steps_per_epoch
+        early = self.settings()
+        if plan.epochs:  # its steps per epoch are the batches of a pass, counted below
+            early.pop("steps_per_epoch")
+        self.state.check(early, plan.steps or self.state.step)
+        if self.state.finished and plan.steps == self.state.step:
+            self.steps = plan.steps
+            return
+        self.seed_everything()
+        self.tokenizer = self.load_tokenizer()
+        self.count_data()
+        self.state.check(self.settings(), self.steps)
+        self.write_run_files()
+
+    def build_config(self):
+        """The preset with its overrides, sized to the run's vocabulary."""
+        import keras_transformer as kt
+
+        plan = self.plan
+        config = kt.TransformerConfig.preset(
+            plan.preset, vocab_size=self.vocab_size(), **plan.config_overrides
+        )
+        if plan.max_length > config.max_length:
+            raise ValueError(
+                f"--max-length {plan.max_length} exceeds the model's max_length={config.max_length}"
+            )
+        return config
+
+    def vocab_size(self):
+        """The vocabulary size of the run's tokenizer file, of --tokenizer, or the one asked for;
+        read with sentencepiece alone, since TensorFlow must not start before --cpu-devices
+        splits the CPU."""
+        from keras_transformer.tokenizer import checked_processor
+
+        own = self.plan.run_dir / TOKENIZER_FILE
+        path = own if own.is_file() else self.plan.tokenizer
+        if not path:
+            return self.plan.vocab_size or DEFAULT_VOCAB_SIZE
+        try:
+            return checked_processor(path.read_bytes()).get_piece_size()
+        except RuntimeError as error:
+            raise ValueError(f"{path}: not a sentencepiece model ({error})") from None
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
+
+    def check_batch_budget(self):
+        from keras_transformer.compat import in_multi_worker_mode
+
+        plan, replicas = self.plan, self.strategy.num_replicas_in_sync
+        rows = replicas * plan.accumulate_steps
+        if self.config.tokens_per_batch < plan.max_length * rows:
+            raise ValueError(
+                f"--tokens-per-batch {self.config.tokens_per_batch} cannot hold one pair of "
+                f"--max-length {plan.max_length} tokens for each of {replicas} replica(s) x "
+                f"--accumulate-steps {plan.accumulate_steps}: give at least "
+                f"{plan.max_length * rows}"
+            )
+        if plan.max_minutes and in_multi_worker_mode(self.strategy):
+            raise ValueError(
+                "--max-minutes cannot be used with several workers: they must stop at the same step"
+            )
+        self.check_backend()
+
+    def check_backend(self):
+        import keras
+
+        from keras_transformer.accumulation import BACKENDS as ACCUMULATING_BACKENDS
+
+        backend = keras.backend.backend()
+        if self.plan.accumulate_steps > 1 and backend not in ACCUMULATING_BACKENDS:
+            raise ValueError(
+                f"--accumulate-steps: gradient accumulation runs on TensorFlow and JAX, not on "
+                f"{backend}; use --accumulate-steps 1 with a smaller --tokens-per-batch"
+            )
+        if self.plan.deterministic and backend != "tensorflow":
+            raise ValueError(
+                f"--deterministic sets TensorFlow's op determinism; under {backend} leave it out "
+                "(XLA on CPUs is deterministic; on GPUs set "
+                "XLA_FLAGS=--xla_gpu_deterministic_ops=true)"
+            )
+
+    def settings(self):
+        return settings_of(self.plan, self.config, self.dataset.languages, self.precision) | {
+            "steps_per_epoch": self.steps_per_epoch
+        }
+
+    def seed_everything(self):
+        import keras
+
+        keras.utils.set_random_seed(self.plan.seed)
+        if self.plan.deterministic:
+            import tensorflow as tf
+
+            tf.config.experimental.enable_op_determinism()
+
+    def load_tokenizer(self):
+        """The run's own tokenizer, else --tokenizer, else one trained now on the training split
+        into a temporary directory (the run gets it once every check has passed); other workers
+        than the chief read the chief's after it wrote it."""
+        import keras_transformer as kt
+
+        own = self.plan.run_dir / TOKENIZER_FILE
+        if own.is_file() or not self.chief:
+            return kt.SubwordTokenizer.load(own) if own.is_file() else None
+        if self.plan.tokenizer:
+            return kt.SubwordTokenizer.load(self.plan.tokenizer)
+        log(
+            f"training a {self.config.vocab_size}-piece vocabulary on the training split of "
+            f"{self.dataset.spec}"
+        )
+        texts = [side for pair in self.dataset.pairs("train") for side in pair]
+        tokenizer = kt.SubwordTokenizer.train(
+            texts, self.config.vocab_size, self.scratch / TOKENIZER_FILE
+        )
+        if tokenizer.vocab_size != self.config.vocab_size:  # the corpus gave fewer pieces
+            log(
+                f"the vocabulary has {tokenizer.vocab_size} pieces ({self.config.vocab_size} "
+                "were asked for)"
+            )
+            self.config = dataclasses.replace(self.config, vocab_size=tokenizer.vocab_size)
+        return tokenizer
+
+    def count_data(self):
+        """Opens and counts every split the run reads (the chief); sets the steps to train to.
+        No training pair left after filtering is an error naming the counts."""
+        from keras_transformer.data import pipeline_report
+
+        plan, spec = self.plan, self.dataset.spec
+        self.validation_pairs, self.test_pairs = [], []
+        if not self.chief:
+            self.steps = plan.steps or max(self.state.recorded.get("steps", 0), self.state.step)
+            return
+        if self.dataset.kind != "tfds" or plan.epochs:
+            report = pipeline_report(
+                self.dataset.read("train"),
+                self.tokenizer,
+                self.config.tokens_per_batch,
+                plan.max_length,
+            )
+            log(f"training data ({spec}, train split): {report}")
+            if not report.kept:
+                raise RunError(
+                    f"the train split of {spec} leaves no pair to train on: "
+                    + str(report).replace("\n", "; ")
+                    + ". Raise --max-length or check the data."
+                )
+            if plan.epochs:
+                self.steps_per_epoch = report.batches
+        if self.validates():
+            self.validation_pairs = self.read_split(plan.validation_split, "--validation-split")
+        if on_tensorflow():
+            self.test_pairs = self.read_split(plan.test_split, "--test-split")
+        self.steps = plan.steps or plan.epochs * self.steps_per_epoch
+
+    def validates(self):
+        return bool(self.plan.bleu_sentences) and on_tensorflow()
+
+    def read_split(self, split, flag):
+        """The split's pairs; RunError naming `flag` when it cannot be read or is empty."""
+        try:
+            pairs = self.dataset.pairs(split)
+        except Exception as error:  # a missing file, an unknown tfds split: named, not traced
+            raise RunError(
+                f"{flag} {split}: {self.dataset.spec} has no such split ({error})"
+            ) from None
+        if not pairs:
+            raise RunError(f"{flag} {split}: the split of {self.dataset.spec} is empty")
+        return pairs
+
+    def write_run_files(self):
+        """The tokenizer and run.json, by the chief once every check passed; other workers wait
+        for them at a barrier, and all stop together if the chief could not."""
+        from programs.files import write_atomically
+        from training import runtime
+
+        own = self.plan.run_dir / TOKENIZER_FILE
+        failure = None
+        if self.chief:
+            try:
+                if not own.is_file():
+                    write_atomically(own, self.tokenizer.save)
+                self.state.save(self.settings(), self.steps)
+            except Exception as error:  # raised after the barrier, so that no worker waits
+                failure = error
+        if not runtime.workers_agree(self.strategy, failure is None):
+            raise failure or RunError(f"the chief could not write {own}; its output says why")
+        if self.tokenizer is None:
+            self.after_chief(own)
+
+    def after_chief(self, own):
+        import keras_transformer as kt
+
+        if not own.is_file():
+            raise RunError(
+                f"no {own} after the chief wrote it: is --run-dir on a file system that every "
+                "worker shares?"
+            )
+        self.tokenizer = kt.SubwordTokenizer.load(own)
+        self.steps = self.plan.steps or run_dir.read_settings(self.plan.run_dir)["steps"]
+
+    # -- training ---------------------------------------------------------------------------
+
+    def train(self):
+        """`model.fit` from the backup's step to the plan's; returns the trained model."""
+        import keras
+
+        from training.callbacks import Backup, current_step
+        from training.scoring import progress_verbosity
+
+        model = self.compiled_model()
+        with self.strategy.scope():
+            step = Backup.restore(model, self.plan.run_dir / "backup")
+        if step:
+            log(f"resumed from the backup in {self.plan.run_dir / 'backup'} at step {step}")
+        model.summary(print_fn=lambda line, **_: log(line))
+        initial_epoch = math.ceil(step / self.steps_per_epoch)
+        model.fit(
+            self.training_batches(seed=self.plan.seed + step),
+            epochs=initial_epoch + math.ceil((self.steps - step) / self.steps_per_epoch),
+            steps_per_epoch=self.steps_per_epoch,
+            callbacks=self.callbacks(),
+            shuffle=False,
+            initial_epoch=initial_epoch,
+            verbose=progress_verbosity(),
+        )
+        log(f"training stopped at step {current_step(model)} ({keras.backend.backend()})")
+        return model
+
+    def compiled_model(self):
+        """The model, compiled, its optimizer built (so that a backup can be saved at step 0
+        and restored), in the strategy's scope."""
+        import keras
+
+        import keras_transformer as kt
+
+        plan = self.plan
+        jit_compile = plan.jit_compile or keras.backend.backend() == "jax"  # else eager under JAX
+        log(
+            f"Keras backend {keras.backend.backend()}, {type(self.strategy).__name__} with "
+            f"{self.strategy.num_replicas_in_sync} replica(s), "
+            + (
+                f"{plan.accumulate_steps} micro-batches per update, "
+                if plan.accumulate_steps > 1
+                else ""
+            )
+            + f"dtype policy {self.precision}, XLA {'on' if jit_compile else 'off'}"
+            + (", deterministic ops" if plan.deterministic else "")
+            + f"; run directory {plan.run_dir}"
+        )
+        with self.strategy.scope():
+            model = kt.build_transformer(self.config)
+            model.compile(
+                optimizer=kt.create_optimizer(self.config),
+                loss=kt.LabelSmoothedCrossEntropy(self.config.label_smoothing, token_weights=True),
+                metrics=[kt.MaskedAccuracy(name="accuracy")],
+                jit_compile=jit_compile,
+                accumulate_steps=plan.accumulate_steps,
+            )
+            model.optimizer.build(model.trainable_variables)
+        return model
+
+    def training_batches(self, seed):
+        """Repeated, shuffled, bucketed batches of the global token budget, in multiples of the
+        replica count times --accumulate-steps (each replica gets an equal share, cut into equal
+        micro-batches), weighted for exact token normalisation; sharded by data across workers.
+        A resumed run shuffles with another seed, so as not to repeat the batches it saw."""
+        import tensorflow as tf
+
+        from keras_transformer.data import make_batches, weigh_tokens
+
+        batches = make_batches(
+            self.dataset.read("train", shuffle_files=True, seed=seed),
+            self.tokenizer,
+            self.config.tokens_per_batch,
+            self.plan.max_length,
+            seed=seed,
+            repeat=True,
+            batch_size_multiple=self.strategy.num_replicas_in_sync * self.plan.accumulate_steps,
+            static_shapes=not on_tensorflow(),  # JAX compiles one XLA program per batch shape
+        )
+        options = tf.data.Options()
+        policy = tf.data.experimental.AutoShardPolicy.DATA
+        options.experimental_distribute.auto_shard_policy = policy
+        return weigh_tokens(batches).with_options(options)
+
+    def callbacks(self):
+        """StopOnNaN first (nothing after it saves a NaN state), the backup, the step
+        checkpoints, the stop at the plan's step; on the chief the validation BLEU, TensorBoard
+        and the step summaries; the time limit."""
+        import keras
+
+        from training import callbacks
+
+        plan, out = self.plan, self.plan.run_dir
+        listed = [
+            callbacks.StopOnNaN(out / "checkpoints", out / "backup"),
+            callbacks.Backup(out / "backup", self.chief),
+            callbacks.StepCheckpoints(
+                out / "checkpoints",
+                plan.checkpoint_interval,
+                plan.keep_checkpoints,
+                self.chief,
+                minutes=plan.checkpoint_minutes,
+            ),
+            callbacks.StopAtStep(self.steps),
+        ]
+        if self.chief:
+            listed += self.chief_callbacks()
+            listed.append(keras.callbacks.TensorBoard(str(out / "logs")))  # epoch summaries
+        if plan.max_minutes:
+            listed.append(callbacks.TimeLimit(plan.max_minutes))
+        return listed
+
+    def chief_callbacks(self):
+        import keras
+
+        from training import callbacks
+
+        plan, out = self.plan, self.plan.run_dir
+        listed = []
+        if plan.bleu_sentences and not on_tensorflow():
+            log(
+                f"--bleu-sentences: translating needs the TensorFlow backend; under "
+                f"{keras.backend.backend()} training is followed by the validation loss only"
+            )
+        elif self.validation_pairs:
+            listed.append(
+                callbacks.TranslationMonitor(
+                    self.tokenizer,
+                    self.validation_pairs[: plan.bleu_sentences],
+                    out / "logs" / "validation",
+                    samples=plan.samples,
+                )
+            )
+        every = max(1, min(100, self.steps_per_epoch // 10))
+        listed.append(callbacks.StepSummaries(out / "logs", every=every))
+        return listed
+
+    # -- the end ----------------------------------------------------------------------------
+
+    def finish(self, model=None):
+        """Averages the last checkpoints into model.keras; on TensorFlow scores it on the test
+        split, exports it and records the finished run in run.json. Returns the record."""
+        from programs import checkpoints
+        from programs.files import write_atomically
+        from training.callbacks import current_step
+
+        plan = self.plan
+        step = current_step(model) if model is not None else self.state.step
+        paths = checkpoints.list_checkpoints(plan.run_dir / "checkpoints")[-plan.keep_checkpoints :]
+        averaged = run_dir.averaged_model(plan.run_dir, paths)
+        model_path = write_atomically(plan.run_dir / MODEL_FILE, averaged.save)
+        steps = ", ".join(str(checkpoints.step_of(p)) for p in paths)
+        print(f"averaged the checkpoints of steps {steps} into {model_path}")
+        record = {"step": step, "model": str(model_path)}
+        if not on_tensorflow():  # decoding and export run on TensorFlow, from the .keras file
+            print("translating and exporting need the TensorFlow backend: next,")
+            for command in self.next_commands(model_path):
+                print(f"  {command}")
+            return record
+        record |= self.score_and_export(averaged)
+        self.state.save(self.settings(), self.steps, finished=record)
+        return record
+
+    def score_and_export(self, model):
+        import keras_transformer as kt
+        from programs.engines import search_name, tensor_engine
+        from programs.versions import export_for_serving
+        from training import scoring
+
+        plan = self.plan
+        translator = kt.Translator(
+            model, self.tokenizer, plan.beam_size, plan.alpha, plan.extra_length
+        )
+        search = search_name(plan.beam_size, plan.alpha)
+        print(
+            f"translating the {len(self.test_pairs)} sentences of the {plan.test_split} split "
+            f"({search})"
+        )
+        output = plan.run_dir / f"translations.{plan.test_split}.txt"
+        scores = scoring.evaluate(
+            tensor_engine(translator.translate, search), self.test_pairs, output
+        )
+        version_dir = export_for_serving(translator, plan.export_dir)
+        print(f"SavedModel exported to {version_dir}")
+        return {"bleu": scores["bleu"], "chrf": scores["chrf"], "export": str(version_dir)}
+
+    def next_commands(self, model_path):
+        """The commands that score and export the model under TensorFlow."""
+        plan = self.plan
+        data = ["--dataset", plan.dataset]
+        for flag, value in (
+            ("--source-language", plan.source_language),
+            ("--target-language", plan.target_language),
+            ("--data-dir", plan.data_dir),
+        ):
+            data += [flag, str(value)] if value else []
+        evaluate = ["python", "-m", "training.evaluate", "--model", str(model_path), *data]
+        export = ["python", "-m", "serving.export", "--model", str(model_path)]
+        return [
+            shlex.join([*evaluate, "--split", plan.test_split]),
+            shlex.join([*export, "--export-dir", str(plan.export_dir)]),
+        ]
+
+    def report_finished(self):
+        finished = self.state.recorded["finished"]
+        print(
+            f"the run in {self.plan.run_dir} is finished at step {finished['step']}: model "
+            f"{finished['model']}, export {finished.get('export')}; nothing to do. Give a larger "
+            "--steps to train on."
+        )
+        return finished
