@@ -359,6 +359,17 @@ def decoding_key(score):
     return (score["beam"], score["alpha"], score["averaged"], score.get("min_length", 0))
 
 
+TABLE_NOTES = (
+    "val/test BP: BLEU's brevity penalty (1 = output not shorter than the references); val len: "
+    "output length / reference length (in 13a tokens; above 1 the output runs on). avg: the last "
+    "N checkpoints (25 steps apart) averaged. min len: no eos before this many tokens (0: an "
+    "empty translation is possible). min: the training budget in minutes. s/step: the "
+    "training's wall-clock seconds (model building and data preparation included) over its "
+    "steps. GFLOP/s: the machine's float32 matmul rate (1024², TensorFlow) measured just before "
+    "the run trained: how fast the machine was during it."
+)
+
+
 def table(found):
     """One row per run and decoding: settings, steps reached, validation and test scores."""
     header = (
@@ -368,39 +379,9 @@ def table(found):
     )
     rows = [header, "|" + " --- |" * header.count(" | ") + " --- |"]
     for result in found:
-        validation = [s for s in result["scores"] if s["split"] == "validation"]
         test = {decoding_key(s): s for s in result["scores"] if s["split"] == "test"}
-        for score in validation:
-            key = decoding_key(score)
-            tested = test.get(key)
-            rows.append(
-                "| "
-                + " | ".join(
-                    [
-                        result["name"],
-                        result["lever"],
-                        " ".join(result["flags"]) or "(the demo's)",
-                        str(result["seed"]),
-                        f"{result['minutes']:g}",
-                        str(result["steps"]),
-                        speed(result, "training_seconds", result["steps"]),
-                        speed(result, "matmul_gflops"),
-                        str(key[0]),
-                        f"{key[1]:g}",
-                        str(key[2]),
-                        str(key[3]),
-                        f"{score['bleu']:.2f}",
-                        f"{score['chrf']:.1f}",
-                        f"{score['brevity_penalty']:.3f}",
-                        f"{score['length_ratio']:.2f}",
-                        f"{tested['bleu']:.2f}" if tested else "-",
-                        f"{tested['chrf']:.1f}" if tested else "-",
-                        f"{tested['brevity_penalty']:.3f}" if tested else "-",
-                        result["date"],
-                    ]
-                )
-                + " |"
-            )
+        for score in (s for s in result["scores"] if s["split"] == "validation"):
+            rows.append("| " + " | ".join(table_cells(result, score, test)) + " |")
     machines = sorted({r["machine"] for r in found})
     signatures = sorted(
         {s[f"{m}_signature"] for r in found for s in r["scores"] for m in ("bleu", "chrf")}
@@ -412,20 +393,38 @@ def table(found):
             "",
             *rows,
             "",
-            "val/test BP: BLEU's brevity penalty (1 = output not shorter than the references); "
-            "val len: output length / reference length (in 13a tokens; above 1 the output runs "
-            "on). "
-            "avg: the last N checkpoints (25 steps apart) averaged. min len: no eos before "
-            "this many tokens (0: an empty translation is possible). min: the training budget "
-            "in minutes. "
-            "s/step: the training's wall-clock seconds (model building and data preparation "
-            "included) "
-            "over its steps. GFLOP/s: the machine's float32 matmul rate (1024², TensorFlow) "
-            "measured "
-            "just before the run trained: how fast the machine was during it.",
+            TABLE_NOTES,
             "sacrebleu signatures: " + "; ".join(f"`{s}`" for s in signatures),
         ]
     )
+
+
+def table_cells(result, score, test):
+    """A row's cells: the run, its validation `score` and the test score of its decoding."""
+    key = decoding_key(score)
+    tested = test.get(key)
+    return [
+        result["name"],
+        result["lever"],
+        " ".join(result["flags"]) or "(the demo's)",
+        str(result["seed"]),
+        f"{result['minutes']:g}",
+        str(result["steps"]),
+        speed(result, "training_seconds", result["steps"]),
+        speed(result, "matmul_gflops"),
+        str(key[0]),
+        f"{key[1]:g}",
+        str(key[2]),
+        str(key[3]),
+        f"{score['bleu']:.2f}",
+        f"{score['chrf']:.1f}",
+        f"{score['brevity_penalty']:.3f}",
+        f"{score['length_ratio']:.2f}",
+        f"{tested['bleu']:.2f}" if tested else "-",
+        f"{tested['chrf']:.1f}" if tested else "-",
+        f"{tested['brevity_penalty']:.3f}" if tested else "-",
+        result["date"],
+    ]
 
 
 def speed(result, field, steps=None):

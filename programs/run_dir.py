@@ -175,4 +175,6 @@ def load_model(path):
         )
     import keras
 
+    import keras_transformer  # noqa: F401  (registers the model and layers for loading)
+
     return keras.models.load_model(path)

@@ -145,6 +145,7 @@ def convert(model, tokenizer_path, out_dir, quantization="none"):
         limits = partial / CTRANSLATE2_LIMITS_FILE
         limits.write_text(json.dumps({"max_length": model.config.max_length}))
         spec.register_file(str(limits), CTRANSLATE2_LIMITS_FILE)
+        (partial / "model").mkdir()
         spec.save(str(partial / "model"))
         os.rename(partial / "model", out_dir)
     finally:

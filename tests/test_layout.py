@@ -145,3 +145,18 @@ def test_the_commands_printed_after_training_parse(tmp_path):
     )
     assert evaluate.data_dir == pathlib.Path("/cache")
     assert export.export_dir == tmp_path / "a run" / "export"
+
+
+def test_the_programs_functions_are_short():
+    """Functions of the programs and what they share stay under 60 lines (argument parsers,
+    which list flags, excepted)."""
+    long = [
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1})"
+        for package in ("programs", "training", "serving", "benchmarks")
+        for path in sorted((ROOT / package).glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef)
+        and node.name != "build_parser"
+        and node.end_lineno - node.lineno + 1 >= 60
+    ]
+    assert long == []

@@ -24,22 +24,7 @@ DEMO_DIRS = (
 def summary(run_dir, export_dir):
     """The summary's lines."""
     run_dir, export_dir = pathlib.Path(run_dir), pathlib.Path(export_dir)
-    lines = [f"Summary of the run in {run_dir}:"]
-    scores_file = run_dir / SCORES_FILE
-    try:
-        scores = json.loads(scores_file.read_text())
-        lines += [
-            f"  test BLEU {scores['bleu']:.1f}, chrF {scores['chrf']:.1f}, chrF++ "
-            f"{scores['chrf++']:.1f} (sacrebleu)",
-            f"    BLEU signature: {scores['bleu_signature']}",
-            f"    chrF signature: {scores['chrf_signature']}",
-        ]
-    except FileNotFoundError:
-        lines.append(f"  test scores: none, the run has not been scored ({scores_file} is missing)")
-    except (ValueError, KeyError, TypeError) as error:
-        lines.append(
-            f"  test scores: {scores_file} is not a scores file ({type(error).__name__}: {error})"
-        )
+    lines = [f"Summary of the run in {run_dir}:", *score_lines(run_dir / SCORES_FILE)]
     found = checkpoints.list_checkpoints(run_dir / "checkpoints")
     lines.append(
         f"  training steps: {checkpoints.step_of(found[-1])}"
@@ -50,26 +35,45 @@ def summary(run_dir, export_dir):
         export = latest_version(export_dir)
     except FileNotFoundError:
         export = None
-    model, logs, translations = (
-        run_dir / "model.keras",
-        run_dir / "logs",
-        run_dir / "translations.test.txt",
-    )
     for what, path in (
-        ("model", model),
+        ("model", run_dir / "model.keras"),
         ("export", export),
-        ("TensorBoard logs", logs),
-        ("test translations", translations),
+        ("TensorBoard logs", run_dir / "logs"),
+        ("test translations", run_dir / "translations.test.txt"),
     ):
         missing = " (missing)" if path is not None and not path.exists() else ""
         lines.append(f"  {what + ':':19}{path or f'none in {export_dir}'}{missing}")
+    return lines + next_lines(run_dir, export_dir)
+
+
+def score_lines(scores_file):
+    """The test scores and their signatures, or why there are none."""
+    try:
+        scores = json.loads(scores_file.read_text())
+        return [
+            f"  test BLEU {scores['bleu']:.1f}, chrF {scores['chrf']:.1f}, chrF++ "
+            f"{scores['chrf++']:.1f} (sacrebleu)",
+            f"    BLEU signature: {scores['bleu_signature']}",
+            f"    chrF signature: {scores['chrf_signature']}",
+        ]
+    except FileNotFoundError:
+        return [f"  test scores: none, the run has not been scored ({scores_file} is missing)"]
+    except (ValueError, KeyError, TypeError) as error:
+        return [
+            f"  test scores: {scores_file} is not a scores file ({type(error).__name__}: {error})"
+        ]
+
+
+def next_lines(run_dir, export_dir):
+    """Commands to try next (tests/test_layout.py parses each with its program's parser)."""
     quoted = {
         name: shlex.quote(str(path))
         for name, path in (
             ("run", run_dir),
             ("export", export_dir),
-            ("model", model),
-            ("logs", logs),
+            ("model", run_dir / "model.keras"),
+            ("logs", run_dir / "logs"),
+            ("greedy", run_dir / "translations.test.greedy.txt"),
         )
     }
     demo = (
@@ -77,18 +81,16 @@ def summary(run_dir, export_dir):
         if (run_dir, export_dir) == DEMO_DIRS
         else f" DEMO_DIR={quoted['run']} DEMO_EXPORT={quoted['export']}"
     )
-    lines += [
+    return [
         "",
         "Next, from the repository root after `. .venv/bin/activate`:",
         f'  python -m serving.translate --model {quoted["export"]} "Wie spät ist es?"',
         f"  python -m training.evaluate --model {quoted['model']} --beam-size 1 "
-        f"--output {shlex.quote(str(run_dir / 'translations.test.greedy.txt'))}   # test scores "
-        "with greedy search",
+        f"--output {quoted['greedy']}   # test scores with greedy search",
         f"  tensorboard --logdir {quoted['logs']}   # the training curves, at http://localhost:6006",
         f"  make demo DEMO_MINUTES=30{demo}   # the run trains on from its backup, for up to 30 "
         "more minutes",
     ]
-    return lines
 
 
 def build_parser():

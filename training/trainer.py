@@ -97,10 +97,28 @@ class Trainer:
             self.steps = plan.steps
             return
         self.seed_everything()
-        self.tokenizer = self.load_tokenizer()
-        self.count_data()
-        self.state.check(self.settings(), self.steps)
-        self.write_run_files()
+        self.prepare_data()
+
+    def prepare_data(self):
+        """The tokenizer, the counted splits and the run's files (the chief), or the chief's
+        tokenizer (other workers). Workers meet at a barrier after the chief's part, so that
+        all stop together when it fails."""
+        from training import runtime
+
+        own = self.plan.run_dir / TOKENIZER_FILE
+        failure = None
+        try:
+            self.tokenizer = self.load_tokenizer()
+            self.count_data()
+            self.state.check(self.settings(), self.steps)
+            if self.chief:
+                self.write_run_files()
+        except Exception as error:  # raised after the barrier, so that no worker waits
+            failure = error
+        if not runtime.workers_agree(self.strategy, failure is None):
+            raise failure or RunError(f"the chief could not write {own}; its output says why")
+        if self.tokenizer is None:
+            self.after_chief(own)
 
     def build_config(self):
         """The preset with its overrides, sized to the run's vocabulary."""
@@ -258,24 +276,13 @@ class Trainer:
         return pairs
 
     def write_run_files(self):
-        """The tokenizer and run.json, by the chief once every check passed; other workers wait
-        for them at a barrier, and all stop together if the chief could not."""
+        """The tokenizer (if new) and run.json, once every check passed."""
         from programs.files import write_atomically
-        from training import runtime
 
         own = self.plan.run_dir / TOKENIZER_FILE
-        failure = None
-        if self.chief:
-            try:
-                if not own.is_file():
-                    write_atomically(own, self.tokenizer.save)
-                self.state.save(self.settings(), self.steps)
-            except Exception as error:  # raised after the barrier, so that no worker waits
-                failure = error
-        if not runtime.workers_agree(self.strategy, failure is None):
-            raise failure or RunError(f"the chief could not write {own}; its output says why")
-        if self.tokenizer is None:
-            self.after_chief(own)
+        if not own.is_file():
+            write_atomically(own, self.tokenizer.save)
+        self.state.save(self.settings(), self.steps)
 
     def after_chief(self, own):
         import keras_transformer as kt
