@@ -29,7 +29,7 @@ import numpy as np
 
 from benchmarks import report
 from benchmarks.probes import PROBE_SENTENCE
-from programs import console, flags
+from programs import flags
 
 RESULTS = "benchmarks/README.md"
 ROOT = pathlib.Path(__file__).resolve().parents[1]  # where `python -m benchmarks.probes` runs
@@ -398,7 +398,7 @@ def best_length(ids):
 
 
 def build_parser():
-    parser = flags.parser("benchmarks.bench", __doc__.split("\n\n")[0])
+    parser = flags.parser(__doc__, "benchmarks.bench")
     parser.add_argument(
         "--quick", action="store_true", help="the tiny preset and one repetition (for tests)"
     )
@@ -416,19 +416,8 @@ def build_parser():
         default=None,
         help="compile the training steps with XLA (default: off; both with --gpu)",
     )
-    parser.add_argument(
-        "--mixed-precision",
-        choices=["off", "bf16"],
-        default=None,
-        help="the Keras dtype policy (default: off; bf16 with --gpu)",
-    )
-    parser.add_argument(
-        "--before",
-        type=pathlib.Path,
-        default=None,
-        help="an earlier run's results.json: the decoding and SavedModel tables then give its "
-        "figures beside this run's, and the speed-up",
-    )
+    flags.add_mixed_precision(parser)
+    report.add_before(parser)
     flags.add_output(
         parser,
         f"the Markdown report ('-': standard output; default {RESULTS}, benchmarks/GPU.md with "
@@ -452,7 +441,7 @@ def plan(args):
         xla={"off": [False], "on": [True], "both": [False, True]}[
             args.xla or ("both" if args.gpu else "off")
         ],
-        bf16=(args.mixed_precision or ("bf16" if args.gpu else "off")) == "bf16",
+        bf16=args.mixed_precision == "bf16" or (args.mixed_precision == "auto" and args.gpu),
         vocab=500 if args.quick else 8000,
     )
 
@@ -603,8 +592,9 @@ def write(text, results, output):
 
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(argv)
-    console.start(args.verbose)
+    args = flags.parse(parser, argv)
+    if args.mixed_precision not in ("auto", "off", "bf16"):
+        parser.error(f"--mixed-precision {args.mixed_precision}: the benchmarks take off or bf16")
     setting = plan(args)
     output = args.output or pathlib.Path("benchmarks/GPU.md" if args.gpu else RESULTS)
     before = report.read_json(args.before, "--before") if args.before else None

@@ -314,8 +314,19 @@ def markdown_path(results_path):
     return results_path.parent / name
 
 
+def add_before(parser, note=""):
+    """--before, of this program and benchmarks.bench."""
+    parser.add_argument(
+        "--before",
+        type=pathlib.Path,
+        default=None,
+        help="an earlier run's results.json: the decoding and SavedModel tables then give its "
+        "figures beside the run's, and the speed-up" + note,
+    )
+
+
 def build_parser():
-    parser = flags.parser("benchmarks.report", __doc__.split("\n\n")[0])
+    parser = flags.parser(__doc__, "benchmarks.report")
     parser.add_argument(
         "--results",
         type=pathlib.Path,
@@ -327,13 +338,7 @@ def build_parser():
         "the Markdown report ('-': standard output; default: beside the results, README.md for "
         "results.json, NAME.md for NAME.json)",
     )
-    parser.add_argument(
-        "--before",
-        type=pathlib.Path,
-        default=None,
-        help="an earlier run's results.json: the decoding and SavedModel tables then give its "
-        "figures beside the run's, and the speed-up (default: the one the results name, if any)",
-    )
+    add_before(parser, " (default: the one the results name, if any)")
     return parser
 
 
@@ -346,8 +351,7 @@ def read_json(path, flag):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    console.start(args.verbose)
+    args = flags.parse(build_parser(), argv)
     results = read_json(args.results, "--results")
     if args.before:
         results["before"] = str(args.before)

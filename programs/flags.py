@@ -232,3 +232,13 @@ def add_phrases(parser):
         help="Ding only: the dictionary's word and phrase pairs too (about 370,000), prepared "
         "as a split of their own and trained on mixed with the sentence pairs",
     )
+
+
+def add_mixed_precision(parser):
+    parser.add_argument(
+        "--mixed-precision",
+        default="auto",
+        help="the Keras dtype policy: off (float32), bf16 (mixed_bfloat16), fp16 "
+        "(mixed_float16, training with loss scaling) or auto (training: bf16 on TPUs and "
+        "Ampere+ GPUs; the benchmarks: bf16 with --gpu; else off)",
+    )

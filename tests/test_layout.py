@@ -78,18 +78,33 @@ def test_importing_a_program_sets_nothing_up():
     assert json.loads(completed.stdout.splitlines()[-1]) == {"changed": [], "children": 0}
 
 
+def is_flag_row(node):
+    """A row of a flag table: (flag, type, default, help)."""
+    return (
+        isinstance(node, ast.Tuple)
+        and len(node.elts) == 4
+        and isinstance(node.elts[1], ast.Name)
+        and node.elts[1].id in ("int", "float", "str")
+    )
+
+
 def option_definitions():
     """{option: [where it is defined]} over every add_argument call of the programs and of
-    programs/flags.py."""
+    programs/flags.py, and every tuple of a flag table (training/train.py's numeric flags)."""
     found = {}
     for package in ("programs", "training", "serving", "benchmarks"):
         for path in sorted((ROOT / package).glob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
-                    for argument in node.args:
-                        if isinstance(argument, ast.Constant) and argument.value.startswith("--"):
-                            where = f"{path.relative_to(ROOT)}:{node.lineno}"
-                            found.setdefault(argument.value, []).append(where)
+                    names = node.args
+                elif is_flag_row(node):
+                    names = node.elts[:1]
+                else:
+                    continue
+                for name in names:
+                    if isinstance(name, ast.Constant) and str(name.value).startswith("--"):
+                        where = f"{path.relative_to(ROOT)}:{node.lineno}"
+                        found.setdefault(name.value, []).append(where)
     return found
 
 
@@ -97,7 +112,8 @@ def test_each_flag_has_one_definition():
     """One name per concept, defined once with one help text: a flag that two programs take
     comes from programs/flags.py."""
     definitions = option_definitions()
-    assert {"--run-dir", "--export-dir", "--model", "--output", "--beam-size"} <= set(definitions)
+    expected = {"--run-dir", "--export-dir", "--model", "--output", "--beam-size", "--max-length"}
+    assert expected <= set(definitions)
     assert {flag: places for flag, places in definitions.items() if len(places) > 1} == {}
 
 

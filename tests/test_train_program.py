@@ -221,15 +221,12 @@ def test_trained_under_jax_then_evaluated_and_exported_by_tensorflow(number_data
     "extra, message",
     [
         (["--preset", "huge"], "unknown preset 'huge'; choose one of"),
-        (
-            ["--strategy", "gpus"],
-            "unknown strategy 'gpus'; choose one of auto, default, mirrored, multi_worker, tpu",
-        ),
+        (["--strategy", "gpus"], "unknown strategy 'gpus'; choose one of auto, default, mirrored"),
         (["--mixed-precision", "fp8"], "unknown mixed precision 'fp8'"),
         (["--set", "depth=3"], "unknown config field(s) ['depth']"),
         (
             ["--dataset", "tfds:no_such_dataset/de-en"],
-            "tensorflow-datasets has no dataset 'no_such_dataset/de-en'",
+            "tensorflow-datasets has no dataset 'no_such",
         ),
         (["--dataset", "csv:somewhere"], "expected ding, tfds:NAME, folder:DIR or tsv:DIR"),
         (
@@ -249,16 +246,12 @@ def test_trained_under_jax_then_evaluated_and_exported_by_tensorflow(number_data
         (["--tokenizer", "/no/such.model"], "--tokenizer /no/such.model: no such file"),
         (["--tokenizer", str(ROOT / "README.md")], "README.md: not a sentencepiece model"),
         (["--phrases"], "--phrases adds the Ding dictionary's phrase pairs; --dataset 'tsv:"),
-        (
-            ["--sentence-repeats", "4"],
-            "--sentence-repeats up-samples the sentences among the phrases: it needs --phrases",
-        ),
+        (["--sentence-repeats", "4"], "--sentence-repeats up-samples the sentences among the"),
         (["--sentence-repeats", "0"], "--sentence-repeats must be at least 1"),
         (["--max-minutes", "0"], "--max-minutes must be positive"),
         (
             ["--max-length", "1"],
-            "leaves no pair to train on: pairs read 2000, kept 0, dropped 2000: longer than "
-            "max_length=1 tokens 2000",
+            "leaves no pair to train on: pairs read 2000, kept 0, dropped 2000",
         ),
         (["--test-split", "exam"], "--test-split exam: tsv:"),
         (["--validation-split", "dev"], "--validation-split dev: tsv:"),

@@ -15,6 +15,100 @@ module holds the command line. See `programs/run_dir.py` for what the run direct
 from programs import console, flags
 from training.plan import DEFAULT_VOCAB_SIZE
 
+# Numeric flags: (flag, type, default, help).
+DATA_NUMBERS = (
+    (
+        "--sentence-repeats",
+        int,
+        1,
+        "with --phrases: each sentence pair appears this many times per pass over the phrases",
+    ),
+    (
+        "--vocab-size",
+        int,
+        None,
+        f"subword vocabulary trained on the training split (default {DEFAULT_VOCAB_SIZE})",
+    ),
+    (
+        "--tokens-per-batch",
+        int,
+        None,
+        "global budget of source tokens and of target tokens per "
+        "batch, i.e. per update, split across replicas and --accumulate-steps micro-batches (§5.1; "
+        "default: the preset's, 25000 for base and big)",
+    ),
+    (
+        "--max-length",
+        int,
+        128,
+        "pairs longer than this many subword tokens are skipped (and counted)",
+    ),
+)
+SCHEDULE_NUMBERS = (
+    (
+        "--steps-per-epoch",
+        int,
+        1000,
+        "steps per Keras epoch: the interval of the backup, BLEU and epoch summaries",
+    ),
+    (
+        "--accumulate-steps",
+        int,
+        1,
+        "run each batch as this many micro-batches whose summed "
+        "gradients make one update (gradient accumulation): the paper's batch in a fraction of the "
+        "memory; the same updates as without it",
+    ),
+    (
+        "--checkpoint-every",
+        int,
+        None,
+        "steps between checkpoints (default: the paper's 10 "
+        "minutes at its speed, §6.1: 1500 for base, 600 for big; --steps-per-epoch for other "
+        "presets; none when only --checkpoint-minutes is given)",
+    ),
+    (
+        "--checkpoint-minutes",
+        float,
+        None,
+        "also write a checkpoint whenever this many minutes of "
+        "training passed since the last one (the paper: 10, §6.1)",
+    ),
+    (
+        "--keep-checkpoints",
+        int,
+        None,
+        "checkpoints kept and averaged at the end (default: the "
+        "paper's, 5 for base, 20 for big, §6.1; 5 for other presets)",
+    ),
+    (
+        "--max-minutes",
+        float,
+        None,
+        "stop training after this long; the same command continues the run",
+    ),
+)
+EVALUATION_NUMBERS = (
+    (
+        "--bleu-sentences",
+        int,
+        500,
+        "validation sentences translated (greedy) for BLEU after each epoch; 0: none",
+    ),
+    ("--samples", int, 3, "sample translations and attention maps shown"),
+)
+CPU_DEVICES = (
+    "--cpu-devices",
+    int,
+    1,
+    "split the CPU into this many devices to mirror across (tries tf.distribute on one machine)",
+)
+
+
+def add_numbers(group, *options):
+    for flag, kind, default, text in options:
+        group.add_argument(flag, type=kind, default=default, help=text)
+
 
 def build_parser():
     parser = flags.parser(__doc__, "training.train")
@@ -41,36 +135,11 @@ def build_parser():
     )
     flags.add_phrases(data)
     data.add_argument(
-        "--sentence-repeats",
-        type=int,
-        default=1,
-        help="with --phrases: each sentence pair appears this many times per pass over the phrases",
-    )
-    data.add_argument(
         "--validation-split", default="validation", help="split for BLEU during training"
     )
     data.add_argument("--test-split", default="test", help="split scored at the end")
-    data.add_argument(
-        "--vocab-size",
-        type=int,
-        default=None,
-        help=f"subword vocabulary trained on the training split (default {DEFAULT_VOCAB_SIZE})",
-    )
     flags.add_tokenizer(data)
-    data.add_argument(
-        "--tokens-per-batch",
-        type=int,
-        default=None,
-        help="global budget of source tokens and of target tokens per batch, i.e. per update, "
-        "split across replicas and --accumulate-steps micro-batches (§5.1; default: the "
-        "preset's, 25000 for base and big)",
-    )
-    data.add_argument(
-        "--max-length",
-        type=int,
-        default=128,
-        help="pairs longer than this many subword tokens are skipped (and counted)",
-    )
+    add_numbers(data, *DATA_NUMBERS)
     schedule = parser.add_argument_group("schedule")
     length = schedule.add_mutually_exclusive_group()
     length.add_argument(
@@ -83,48 +152,7 @@ def build_parser():
     length.add_argument(
         "--epochs", type=int, default=None, help="passes over the training data, instead of --steps"
     )
-    schedule.add_argument(
-        "--steps-per-epoch",
-        type=int,
-        default=1000,
-        help="steps per Keras epoch: the interval of the backup, BLEU and epoch summaries",
-    )
-    schedule.add_argument(
-        "--accumulate-steps",
-        type=int,
-        default=1,
-        help="run each batch as this many micro-batches whose summed gradients make one update "
-        "(gradient accumulation): the paper's batch in a fraction of the memory; the same "
-        "updates as without it",
-    )
-    schedule.add_argument(
-        "--checkpoint-every",
-        type=int,
-        default=None,
-        help="steps between checkpoints (default: the paper's 10 minutes at its speed, §6.1: 1500 "
-        "for base, 600 for big; --steps-per-epoch for other presets; none when only "
-        "--checkpoint-minutes is given)",
-    )
-    schedule.add_argument(
-        "--checkpoint-minutes",
-        type=float,
-        default=None,
-        help="also write a checkpoint whenever this many minutes of training passed since the "
-        "last one (the paper: 10, §6.1)",
-    )
-    schedule.add_argument(
-        "--keep-checkpoints",
-        type=int,
-        default=None,
-        help="checkpoints kept and averaged at the end (default: the paper's, 5 for base, 20 "
-        "for big, §6.1; 5 for other presets)",
-    )
-    schedule.add_argument(
-        "--max-minutes",
-        type=float,
-        default=None,
-        help="stop training after this long; the same command continues the run",
-    )
+    add_numbers(schedule, *SCHEDULE_NUMBERS)
     flags.add_seed(schedule)
     schedule.add_argument(
         "--deterministic",
@@ -133,15 +161,7 @@ def build_parser():
         "enable_op_determinism): the same command gives bitwise the same run, somewhat slower",
     )
     evaluation = parser.add_argument_group("evaluation and export")
-    evaluation.add_argument(
-        "--bleu-sentences",
-        type=int,
-        default=500,
-        help="validation sentences translated (greedy) for BLEU after each epoch; 0: none",
-    )
-    evaluation.add_argument(
-        "--samples", type=int, default=3, help="sample translations and attention maps shown"
-    )
+    add_numbers(evaluation, *EVALUATION_NUMBERS)
     flags.add_search(evaluation)
     flags.add_export_dir(evaluation, required=False)
     hardware = parser.add_argument_group("hardware")
@@ -151,20 +171,8 @@ def build_parser():
         help="auto, default, mirrored, multi_worker (TF_CONFIG) or tpu",
     )
     hardware.add_argument("--tpu", default=None, help="TPU name or address for --strategy tpu")
-    hardware.add_argument(
-        "--cpu-devices",
-        type=int,
-        default=1,
-        help=(
-            "split the CPU into this many devices to mirror across (tries tf.distribute on one "
-            "machine)"
-        ),
-    )
-    hardware.add_argument(
-        "--mixed-precision",
-        default="auto",
-        help="auto (bf16 on TPUs and Ampere+ GPUs), off, bf16 or fp16 (with loss scaling)",
-    )
+    add_numbers(hardware, CPU_DEVICES)
+    flags.add_mixed_precision(hardware)
     flags.add_jit_compile(hardware)
     flags.add_run_dir(parser)
     return parser
