@@ -479,11 +479,8 @@ def build_parser():
         metavar="NAME",
         help="run only these runs (names, or levers such as 'data')",
     )
-    parser.add_argument(
-        "--report",
-        type=pathlib.Path,
-        default=REPORT,
-        help=f"the report to write (default: {REPORT}; the raw results go beside it as .json)",
+    flags.add_output(
+        parser, "the report (the raw results go beside it as .json)", default=REPORT, dest="report"
     )
     parser.add_argument(
         "--list", action="store_true", help="list the study's runs and whether each is done"

@@ -1,5 +1,5 @@
 """Strings in, translations out: the model, its tokenizer and beam search (§6.1) as one
-`tf.Module`, saved as a SavedModel (serving/packaging.py lays it out for TensorFlow Serving).
+`tf.Module`, saved as a SavedModel (programs/versions.py lays it out for TensorFlow Serving).
 
 The `translate` signature takes a batch of strings [B] and returns dense tensors with a
 batch dimension: `translation` [B] string, `score` [B] float32 (log-probability over the

@@ -76,13 +76,14 @@ def add_export_dir(parser, required=True):
     )
 
 
-def add_output(parser, what, required=False):
+def add_output(parser, what, required=False, **options):
+    """--output: where the program writes `what` (`options`: argparse's, e.g. a default)."""
     parser.add_argument(
         "--output",
         type=pathlib.Path,
         required=required,
-        default=None,
         help=f"where to write {what}",
+        **{"default": None, **options},
     )
 
 

@@ -73,12 +73,12 @@ def save_settings(run_dir, settings):
 
 class RunLock:
     """An exclusive lock on a run directory for the life of a process (flock(2) on the
-    directory itself: nothing is written, and the OS releases it when the process dies). A
-    directory made for the lock is removed again when the run writes nothing into it."""
+    directory itself: nothing is written, and the OS releases it when the process dies). The
+    directories made for the lock are removed again when the run writes nothing into them."""
 
     def __init__(self, run_dir):
         self.run_dir = pathlib.Path(run_dir)
-        self.made = not self.run_dir.exists()
+        self.made = [p for p in (self.run_dir, *self.run_dir.parents) if not p.exists()]
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.descriptor = os.open(self.run_dir, os.O_RDONLY)
         try:
@@ -96,8 +96,10 @@ class RunLock:
         if self.descriptor is not None:
             os.close(self.descriptor)  # closing the descriptor releases the lock
             self.descriptor = None
-        if self.made and self.run_dir.is_dir() and not any(self.run_dir.iterdir()):
-            self.run_dir.rmdir()
+        for made in self.made:  # the run directory first, then the parents made for it
+            if not made.is_dir() or any(made.iterdir()):
+                break
+            made.rmdir()
 
     def __enter__(self):
         return self

@@ -73,7 +73,9 @@ def _publish(staging, base_dir, version):
             os.rename(staging, target)  # atomic; fails onto a version another export wrote
             return target
         except OSError as error:
-            if version is not None or not target.exists():
+            if not target.exists():
+                raise  # not a version taken meanwhile: a permission, a full disk, ...
+            if version is not None:
                 raise FileExistsError(
                     f"{target} already exists; a served version is never overwritten"
                 ) from error

@@ -153,6 +153,7 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
         ),
         (["--max-length", "24"], "--max-length: 32 in the run, 24 now"),
         (["--seed", "1"], "--seed: 0 in the run, 1 now"),
+        (["--preset", "small"], "--preset: 'tiny' in the run, 'small' now"),
         (["--mixed-precision", "bf16"], "--mixed-precision: 'float32' in the run, 'mixed_bfloat16"),
         (["--steps-per-epoch", "10"], "--steps-per-epoch: 20 in the run, 10 now"),
         (["--steps", "30"], "--steps 30: the run in .* has trained 40 steps already"),
@@ -291,6 +292,8 @@ def test_a_second_run_on_one_directory_is_refused_at_once(number_data, tmp_path,
     holder.kill()
     holder.wait()
     RunLock(out).release()
+    RunLock(tmp_path / "new" / "runs" / "a").release()  # the directories made for it, removed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
 HOLD_LOCK = """

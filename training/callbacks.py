@@ -72,6 +72,12 @@ class Backup(keras.callbacks.Callback):
             return {}
         try:
             record = json.loads(index.read_text())
+            if isinstance(record, dict) and "epoch" in record and "step" not in record:
+                raise RunError(
+                    f"{index} was written by an earlier keras-transformer, which backed up "
+                    "epochs, not steps: finish that run with the version that started it, or "
+                    "start a new --run-dir"
+                )
             return {"step": int(record["step"]), "weights": str(record["weights"])}
         except (ValueError, KeyError, TypeError, AttributeError, OSError) as error:
             raise RunError(

@@ -18,6 +18,7 @@ FLAGS = {
     "config.vocab_size": "--vocab-size/--tokenizer",
     "config.tokens_per_batch": "--tokens-per-batch",
     "vocabulary": "--vocab-size/--tokenizer",
+    "preset": "--preset",
     "dataset": "--dataset",
     "languages": "--source-language/--target-language",
     "max_length": "--max-length",
@@ -29,10 +30,9 @@ FLAGS = {
 
 
 def flag_of(field):
-    if field in FLAGS:
-        return FLAGS[field]
-    if field.startswith("vocabulary."):
-        return FLAGS["vocabulary"]
+    top = field.split(".")[0]
+    if field in FLAGS or top != "config" and top in FLAGS:
+        return FLAGS.get(field, FLAGS[top])
     if field.startswith("config."):
         return f"--set {field.removeprefix('config.')}"
     return field
@@ -46,6 +46,7 @@ def settings_of(plan, config, languages, precision):
         else {"vocab_size": plan.vocab_size or DEFAULT_VOCAB_SIZE}
     )
     return {
+        "preset": plan.preset,
         "config": config.to_dict(),
         "vocabulary": vocabulary,
         "dataset": plan.dataset,
@@ -97,9 +98,9 @@ class RunState:
         finished = (recorded.get("finished") or {}).get("step")
         return cls(run_dir, recorded, step, finished)
 
-    def check(self, settings, steps):
+    def check(self, settings, steps, steps_flag):
         """Refuses a command that this run cannot honour, naming each flag: other settings, or
-        fewer `steps` than the run has trained."""
+        fewer `steps` (set by `steps_flag`) than the run has trained."""
         found = [
             f"{flag_of(field)}: {old!r} in the run, {new!r} now"
             for field, old, new in differences(self.recorded, settings)
@@ -114,7 +115,7 @@ class RunState:
             )
         if self.step > steps:
             raise RunError(
-                f"--steps {steps}: the run in {self.run_dir} has trained {self.step} steps "
+                f"{steps_flag}: the run in {self.run_dir} has trained {self.step} steps "
                 f"already; give --steps {self.step} or more"
             )
 

@@ -23,6 +23,8 @@ from programs.run_dir import MODEL_FILE, TOKENIZER_FILE, RunError
 from training.plan import DEFAULT_VOCAB_SIZE
 from training.run_state import RunState, settings_of
 
+TFDS_COUNTED = 10000  # pairs of a tfds training split counted before training (all with --epochs)
+
 
 def log(message):
     print(message, file=sys.stderr)
@@ -90,9 +92,9 @@ class Trainer:
         self.state = RunState.read(plan.run_dir)
         self.steps_per_epoch = plan.steps_per_epoch
         early = self.settings()
-        if plan.epochs:  # its steps per epoch are the batches of a pass, counted below
+        if plan.epochs or not self.chief:  # the steps per epoch of a pass are counted below
             early.pop("steps_per_epoch")
-        self.state.check(early, plan.steps or self.state.step)
+        self.state.check(early, plan.steps or self.state.step, f"--steps {plan.steps}")
         if self.state.finished and plan.steps == self.state.step:
             self.steps = plan.steps
             return
@@ -108,17 +110,17 @@ class Trainer:
         own = self.plan.run_dir / TOKENIZER_FILE
         failure = None
         try:
-            self.tokenizer = self.load_tokenizer()
-            self.count_data()
-            self.state.check(self.settings(), self.steps)
             if self.chief:
+                self.tokenizer = self.load_tokenizer()
+                self.count_data()
+                self.state.check(self.settings(), self.steps, self.steps_flag())
                 self.write_run_files()
         except Exception as error:  # raised after the barrier, so that no worker waits
             failure = error
         if not runtime.workers_agree(self.strategy, failure is None):
             raise failure or RunError(f"the chief could not write {own}; its output says why")
-        if self.tokenizer is None:
-            self.after_chief(own)
+        if not self.chief:
+            self.follow_chief(own)
 
     def build_config(self):
         """The preset with its overrides, sized to the run's vocabulary."""
@@ -203,13 +205,12 @@ class Trainer:
 
     def load_tokenizer(self):
         """The run's own tokenizer, else --tokenizer, else one trained now on the training split
-        into a temporary directory (the run gets it once every check has passed); other workers
-        than the chief read the chief's after it wrote it."""
+        into a temporary directory (the run gets it once every check has passed)."""
         import keras_transformer as kt
 
         own = self.plan.run_dir / TOKENIZER_FILE
-        if own.is_file() or not self.chief:
-            return kt.SubwordTokenizer.load(own) if own.is_file() else None
+        if own.is_file():
+            return kt.SubwordTokenizer.load(own)
         if self.plan.tokenizer:
             return kt.SubwordTokenizer.load(self.plan.tokenizer)
         log(
@@ -217,6 +218,8 @@ class Trainer:
             f"{self.dataset.spec}"
         )
         texts = [side for pair in self.dataset.pairs("train") for side in pair]
+        if not texts:
+            raise RunError(f"the train split of {self.dataset.spec} is empty")
         tokenizer = kt.SubwordTokenizer.train(
             texts, self.config.vocab_size, self.scratch / TOKENIZER_FILE
         )
@@ -229,36 +232,39 @@ class Trainer:
         return tokenizer
 
     def count_data(self):
-        """Opens and counts every split the run reads (the chief); sets the steps to train to.
-        No training pair left after filtering is an error naming the counts."""
+        """Opens and counts every split the run reads; sets the steps to train to. No training
+        pair left after filtering is an error naming the counts. A tfds training split is
+        counted on its first TFDS_COUNTED pairs unless --epochs needs the whole pass."""
         from keras_transformer.data import pipeline_report
 
         plan, spec = self.plan, self.dataset.spec
-        self.validation_pairs, self.test_pairs = [], []
-        if not self.chief:
-            self.steps = plan.steps or max(self.state.recorded.get("steps", 0), self.state.step)
-            return
-        if self.dataset.kind != "tfds" or plan.epochs:
-            report = pipeline_report(
-                self.dataset.read("train"),
-                self.tokenizer,
-                self.config.tokens_per_batch,
-                plan.max_length,
+        pairs = self.dataset.read("train")
+        if self.dataset.kind == "tfds" and not plan.epochs:
+            pairs = pairs.take(TFDS_COUNTED)
+        report = pipeline_report(
+            pairs, self.tokenizer, self.config.tokens_per_batch, plan.max_length
+        )
+        log(f"training data ({spec}, train split): {report}")
+        if not report.kept:
+            raise RunError(
+                f"the train split of {spec} leaves no pair to train on: "
+                + str(report).replace("\n", "; ")
+                + ". Raise --max-length or check the data."
             )
-            log(f"training data ({spec}, train split): {report}")
-            if not report.kept:
-                raise RunError(
-                    f"the train split of {spec} leaves no pair to train on: "
-                    + str(report).replace("\n", "; ")
-                    + ". Raise --max-length or check the data."
-                )
-            if plan.epochs:
-                self.steps_per_epoch = report.batches
+        if plan.epochs:
+            self.steps_per_epoch = report.batches
+        self.validation_pairs, self.test_pairs = [], []
         if self.validates():
             self.validation_pairs = self.read_split(plan.validation_split, "--validation-split")
         if on_tensorflow():
             self.test_pairs = self.read_split(plan.test_split, "--test-split")
         self.steps = plan.steps or plan.epochs * self.steps_per_epoch
+
+    def steps_flag(self):
+        """The flag that set the steps to train to."""
+        if self.plan.epochs:
+            return f"--epochs {self.plan.epochs} ({self.steps_per_epoch} steps each)"
+        return f"--steps {self.steps}"
 
     def validates(self):
         return bool(self.plan.bleu_sentences) and on_tensorflow()
@@ -284,7 +290,9 @@ class Trainer:
             write_atomically(own, self.tokenizer.save)
         self.state.save(self.settings(), self.steps)
 
-    def after_chief(self, own):
+    def follow_chief(self, own):
+        """A worker other than the chief: the chief's tokenizer, vocabulary size, steps and
+        steps per epoch, read after the barrier."""
         import keras_transformer as kt
 
         if not own.is_file():
@@ -293,7 +301,10 @@ class Trainer:
                 "worker shares?"
             )
         self.tokenizer = kt.SubwordTokenizer.load(own)
-        self.steps = self.plan.steps or run_dir.read_settings(self.plan.run_dir)["steps"]
+        self.config = dataclasses.replace(self.config, vocab_size=self.tokenizer.vocab_size)
+        recorded = run_dir.read_settings(self.plan.run_dir)
+        self.steps, self.steps_per_epoch = recorded["steps"], recorded["steps_per_epoch"]
+        self.validation_pairs, self.test_pairs = [], []
 
     # -- training ---------------------------------------------------------------------------
 
@@ -493,7 +504,10 @@ class Trainer:
         ):
             data += [flag, str(value)] if value else []
         evaluate = ["python", "-m", "training.evaluate", "--model", str(model_path), *data]
-        export = ["python", "-m", "serving.export", "--model", str(model_path)]
+        search = ["--beam-size", str(plan.beam_size), "--alpha", str(plan.alpha)]
+        search += ["--extra-length", str(plan.extra_length)]
+        evaluate += search
+        export = ["python", "-m", "serving.export", "--model", str(model_path), *search]
         return [
             shlex.join([*evaluate, "--split", plan.test_split]),
             shlex.join([*export, "--export-dir", str(plan.export_dir)]),
