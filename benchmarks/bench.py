@@ -29,7 +29,7 @@ import numpy as np
 
 from benchmarks import report
 from benchmarks.probes import PROBE_SENTENCE
-from programs import flags
+from programs import console, flags
 
 RESULTS = "benchmarks/README.md"
 ROOT = pathlib.Path(__file__).resolve().parents[1]  # where `python -m benchmarks.probes` runs
@@ -590,6 +590,7 @@ def write(text, results, output):
     print(f"results written to {output} and {raw}")
 
 
+@console.program
 def main(argv=None):
     parser = build_parser()
     args = flags.parse(parser, argv)

@@ -490,6 +490,7 @@ def build_parser():
     return parser
 
 
+@console.program
 def main(argv=None):
     parser = build_parser()
     args = flags.parse(parser, argv)

@@ -350,6 +350,7 @@ def read_json(path, flag):
         console.fail(f"{flag} {path}: {error}")
 
 
+@console.program
 def main(argv=None):
     args = flags.parse(build_parser(), argv)
     results = read_json(args.results, "--results")

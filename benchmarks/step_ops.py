@@ -10,7 +10,7 @@ count is of the while loop's body, without constants and the loop's own Enter/Ex
 
 import collections
 
-from programs import flags
+from programs import console, flags
 
 
 def loop_ops(model, beam_size):
@@ -49,6 +49,7 @@ def build_parser():
     return parser
 
 
+@console.program
 def main(argv=None):
     args = flags.parse(build_parser(), argv)
 

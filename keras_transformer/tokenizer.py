@@ -105,7 +105,14 @@ class SubwordTokenizer(tf.Module):
         path = pathlib.Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no sentencepiece model at {path}")
-        return cls(path.read_bytes())
+        try:
+            return cls(path.read_bytes())
+        except RuntimeError as error:  # sentencepiece's parser: a cut or foreign file
+            raise ValueError(
+                f"{path}: not a readable sentencepiece model ({' '.join(str(error).split())})"
+            ) from None
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
 
     def save(self, path):
         path = pathlib.Path(path)

@@ -8,6 +8,7 @@ the run's backup holds. Loading checks that every variable is there with the mod
 
 import pathlib
 import re
+import zipfile
 
 import numpy as np
 
@@ -38,14 +39,28 @@ def weights_of(model):
     return {variable.path: np.asarray(variable.numpy()) for variable in model.trainable_variables}
 
 
-def save_checkpoint(model, path):
-    """Writes the weights to `path` atomically (a killed writer leaves no partial file)."""
-    return write_atomically(path, lambda partial: np.savez(partial, **weights_of(model)))
+def save_checkpoint(model, path, check=None):
+    """Writes the weights to `path` atomically (a killed writer leaves no partial file), after
+    `check(weights)` (which may refuse them by raising)."""
+    weights = weights_of(model)
+    if check is not None:
+        check(weights)
+    return write_atomically(path, lambda partial: np.savez(partial, **weights))
 
 
 def read_checkpoint(path):
-    with np.load(path) as arrays:
-        return {name: arrays[name] for name in arrays.files}
+    """{name: array} of the checkpoint at `path`; ValueError naming the file when it is cut,
+    corrupt or not a checkpoint (never skipped)."""
+    try:
+        with np.load(path) as arrays:
+            return {name: arrays[name] for name in arrays.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, AttributeError) as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        raise ValueError(
+            f"{path}: not a readable checkpoint ({type(error).__name__}: {error}); it is cut or "
+            "corrupt: remove it to use the ones before it"
+        ) from None
 
 
 def assign(model, weights, source="the checkpoint"):

@@ -21,6 +21,8 @@ no filter.
 """
 
 import atexit
+import errno
+import functools
 import os
 import subprocess
 import sys
@@ -88,6 +90,40 @@ def is_program_process():
     if "-m" not in argv[1:-1]:
         return False
     return argv[argv.index("-m") + 1].split(".")[0] in PROGRAM_PACKAGES
+
+
+def program(main):
+    """Decorates a program's `main(argv=None, ...)`: any failure ends with one line
+    `error: ...` naming the file, URL or flag (`describe`) and status 1; with --verbose it
+    raises, traceback and all. A usage error (argparse) keeps its status 2."""
+
+    @functools.wraps(main)
+    def run(argv=None, *args, **kwargs):
+        words = sys.argv[1:] if argv is None else argv
+        try:
+            return main(argv, *args, **kwargs)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as error:
+            if "--verbose" in words:
+                raise
+            fail(describe(error))
+
+    return run
+
+
+def describe(error):
+    """One line for a failure: its message, with the file an OSError names and what to do
+    about a full disk; an unexpected kind of error says how to see its traceback."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        where = f" writing {error.filename}" if error.filename else ""
+        return f"no space left{where} ({error.strerror}); free some space and run it again"
+    if isinstance(error, OSError) and error.filename:
+        return f"{error.filename}: {error.strerror or error}"
+    message = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, (ValueError, OSError, LookupError)):
+        return message
+    return f"{type(error).__name__}: {message} (--verbose shows the traceback)"
 
 
 def fail(message, status=1):

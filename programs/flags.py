@@ -193,17 +193,32 @@ def add_jit_compile(parser):
 
 def read_sentences(args, stdin):
     """The sentences of `add_sentences`: the arguments, else --source, else `stdin`; one per
-    line."""
+    line, lines ending at \\n (or \\r\\n) only, bytes that are not UTF-8 replaced by U+FFFD
+    (as the exported signature does)."""
     if args.sentences and args.source:
         raise ValueError("give sentences as arguments or with --source, not both")
-    if args.sentences:
-        return args.sentences
+    if args.sentences:  # undecodable argument bytes arrive as surrogate escapes
+        return [
+            s.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for s in args.sentences
+        ]
     if args.source:
         try:
-            return args.source.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as error:
-            raise ValueError(f"--source {args.source}: {error}") from error
-    return stdin.read().splitlines()
+            return split_lines(args.source.read_bytes())
+        except OSError as error:
+            raise ValueError(f"--source {args.source}: {error.strerror or error}") from error
+    return split_lines(stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read())
+
+
+def split_lines(text):
+    """Lines of `text` (bytes are decoded as UTF-8, replacing what is not): split at \\n only,
+    a \\r before it dropped, no empty last line for a final \\n. (str.splitlines would also
+    split at form feeds, U+0085 and U+2028, putting the output out of line with the input.)"""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
 
 
 def add_preset(parser, repeatable=False):

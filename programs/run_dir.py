@@ -177,6 +177,17 @@ def load_model(path):
         )
     import keras
 
-    import keras_transformer  # noqa: F401  (registers the model and layers for loading)
+    import keras_transformer as kt  # registers the model and layers for loading
 
-    return keras.models.load_model(path)
+    if not path.is_file():
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+    try:
+        model = keras.models.load_model(path)
+    except Exception as error:  # a cut, corrupt or foreign file: Keras's errors vary
+        raise ValueError(
+            f"{path}: not a readable .keras model ({type(error).__name__}: "
+            f"{' '.join(str(error).split())[:200]})"
+        ) from None
+    if not isinstance(model, kt.Transformer):
+        raise ValueError(f"{path}: a Keras model, but not a keras-transformer Transformer")
+    return model

@@ -160,8 +160,24 @@ class TranslationClient:
                 raise ServingError(
                     f"{self.target} answered {len(rows)} translations for {len(batch)} sentences"
                 )
-            results += [Translation.from_outputs(row) for row in rows]
+            results += [self._translation(row) for row in rows]
         return results
+
+    @property
+    def endpoint(self):
+        """Where translations are asked for, as errors name it."""
+        return self.target
+
+    def _translation(self, row):
+        try:
+            return Translation.from_outputs(row)
+        except KeyError as error:
+            raise ServingError(
+                f"{self.endpoint}: the answer lacks the output {error.args[0]!r} (signature "
+                f"{self.signature!r}); is it a keras-transformer translator?"
+            ) from None
+        except (TypeError, ValueError, AttributeError) as error:
+            raise ServingError(f"{self.endpoint}: a malformed answer ({error})") from None
 
     def status(self):
         """The model's version states, as TensorFlow Serving's REST status JSON (over gRPC too)."""
@@ -196,6 +212,10 @@ class RestClient(TranslationClient):
     read, so a call ends within about `timeout` unless the server trickles its answer."""
 
     protocol, default_port = "REST", 8501
+
+    @property
+    def endpoint(self):
+        return self._url(":predict")
 
     def _url(self, suffix=""):
         url = f"http://{self.host}:{self.port}/v1/models/{urllib.parse.quote(self.model, safe='')}"
@@ -235,7 +255,14 @@ class RestClient(TranslationClient):
         )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
-                return json.loads(response.read().decode("utf-8"))
+                text = response.read().decode("utf-8", "replace")
+            try:
+                return json.loads(text)
+            except ValueError:
+                raise ServingError(
+                    f"{url}: the answer is not JSON ({text[:60]!r}...); is this TensorFlow "
+                    "Serving's REST port?"
+                ) from None
         except urllib.error.HTTPError as error:
             try:
                 message = error.read().decode("utf-8", "replace")
@@ -420,6 +447,7 @@ def build_parser():
     return parser
 
 
+@console.program
 def main(argv=None, stdin=None):
     args = flags.parse(build_parser(), argv)
 

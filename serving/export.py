@@ -16,6 +16,7 @@ def build_parser():
     return parser
 
 
+@console.program
 def main(argv=None):
     args = flags.parse(build_parser(), argv)
 

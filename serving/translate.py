@@ -20,6 +20,7 @@ def build_parser():
     return parser
 
 
+@console.program
 def main(argv=None, stdin=None):
     args = flags.parse(build_parser(), argv)
     from programs.engines import load_engine

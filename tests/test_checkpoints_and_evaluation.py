@@ -132,6 +132,43 @@ def test_step_checkpoints_keep_the_last_k_and_nan_stops_before_saving(tmp_path):
     assert all(np.isfinite(v.numpy()).all() for v in restored.trainable_variables)
 
 
+def test_weights_made_nan_by_an_update_are_never_saved(tmp_path):
+    """The update of step 4 makes a weight NaN while the loss logged for that step is still
+    finite (it was computed before the update): the step-4 checkpoint and the epoch-2 backup
+    are refused, and the message names step 2's, the last finite checkpoint."""
+
+    class PoisonAfterUpdate(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if int(self.model.optimizer.iterations.numpy()) == 4:
+                assert math.isfinite(float(logs["loss"]))
+                variable = self.model.embedding.target_embeddings
+                variable.assign(tf.tensor_scatter_nd_update(variable, [[5]], [[math.nan] * 64]))
+
+    model = fresh_model(0)
+    model.compile(optimizer=kt.create_optimizer(CONFIG), loss=kt.LabelSmoothedCrossEntropy())
+    rng = np.random.default_rng(0)
+    x = {name: rng.integers(4, 40, (8, 5)).astype("int32") for name in ("source", "target")}
+    ckpt_dir, backup_dir = tmp_path / "checkpoints", tmp_path / "backup"
+    callbacks = [
+        StopOnNaN(ckpt_dir, backup_dir),
+        PoisonAfterUpdate(),
+        StepCheckpoints(ckpt_dir, every=2, keep=5),
+        Backup(backup_dir),
+    ]
+    with pytest.raises(
+        TrainingDiverged,
+        match=r"NaN or infinite values at step 4 \(embedding/embeddings\), though the loss logged "
+        r"was finite; .*step-0000004.weights.npz was not written. The last finite checkpoint is "
+        r".*step-0000002.weights.npz",
+    ):
+        model.fit(x, x["target"], batch_size=4, epochs=10, callbacks=callbacks, verbose=0)
+    assert [checkpoints.step_of(p) for p in checkpoints.list_checkpoints(ckpt_dir)] == [2]
+    assert Backup.saved_step(backup_dir) == 2
+    with pytest.raises(TrainingDiverged, match="step-0000004.weights.h5 was not written"):
+        callbacks[-1].save()  # the backup, at step 4
+    assert Backup.saved_step(backup_dir) == 2 and len(list(backup_dir.glob("*.h5"))) == 1
+
+
 @pytest.fixture(scope="module")
 def saved_number_model(number_translator, tmp_path_factory):
     model, tokenizer, held_out = number_translator

@@ -118,10 +118,12 @@ def test_each_flag_has_one_definition():
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
-def test_every_program_has_help_and_verbose(program):
-    parser = importlib.import_module(program).build_parser()
+def test_every_program_has_help_verbose_and_one_way_to_fail(program):
+    module = importlib.import_module(program)
+    parser = module.build_parser()
     assert parser.prog == f"python -m {program}"
     assert "--verbose" in parser.format_help()
+    assert module.main.__wrapped__  # programs.console.program: one line and status 1
 
 
 def parse_command(command):

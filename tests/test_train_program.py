@@ -420,6 +420,50 @@ def test_killed_run_resumes_from_its_backup(number_data, tmp_path):
     assert checkpoints_steps(out) == [90, 105, 120, 135, 150]
 
 
+def test_sigterm_backs_up_the_step_and_the_run_resumes_there(number_data, tmp_path):
+    """SIGTERM (a cluster's or a preemptible machine's warning): the step in progress finishes,
+    the backup holds exactly that step's weights (equal to its step checkpoint), the program
+    says so and exits with 143 without exporting; the same command resumes at that step."""
+    import keras
+
+    import keras_transformer as kt
+    from programs import checkpoints, run_dir
+    from training.callbacks import Backup
+
+    out = tmp_path / "run"
+    args = tiny_run(number_data, out, "--steps", "60", "--steps-per-epoch", "20")
+    args += ["--checkpoint-every", "1", "--keep-checkpoints", "3", "--bleu-sentences", "0"]
+    args += ["--deterministic"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "training.train", *args],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 240
+    while not any(checkpoints_steps(out)[-1:]) or checkpoints_steps(out)[-1] < 3:
+        assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    stderr = process.communicate(timeout=120)[1]
+    step = Backup.saved_step(out / "backup")
+    assert process.returncode == 143 and 3 <= step < 60, stderr[-3000:]
+    assert f"stopped by SIGTERM after step {step}, which the backup in {out / 'backup'}" in stderr
+    assert not (out / "export").exists()
+    model = run_dir.build_model(out)
+    model.compile(optimizer=kt.create_optimizer(model.config), loss=kt.LabelSmoothedCrossEntropy())
+    assert Backup.restore(model, out / "backup") == step
+    expected = checkpoints.read_checkpoint(checkpoints.checkpoint_path(out / "checkpoints", step))
+    for name, value in checkpoints.weights_of(model).items():
+        np.testing.assert_array_equal(value, expected[name], err_msg=name)
+    keras.backend.clear_session()
+
+    resumed = run_program(args)
+    assert f"resumed from the backup in {out / 'backup'} at step {step}" in resumed.stderr
+    assert "training stopped at step 60" in resumed.stderr
+
+
 def test_accumulated_updates_and_checkpoints_every_few_minutes(
     number_data, tmp_path, capsys, monkeypatch
 ):

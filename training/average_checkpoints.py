@@ -30,6 +30,7 @@ def build_parser():
     return parser
 
 
+@console.program
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)

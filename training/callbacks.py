@@ -5,6 +5,8 @@ that keeps the last good state, and an optional wall-clock bound."""
 import json
 import math
 import pathlib
+import signal
+import threading
 import time
 
 import keras
@@ -25,6 +27,22 @@ def current_step(model):
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite."""
+
+
+def check_finite(model, weights, path):
+    """Raises TrainingDiverged, naming the last finite checkpoint, when `weights` ({name:
+    array}) hold a NaN or an infinity: `path` is then not written."""
+    bad = [name for name, value in weights.items() if not np.isfinite(value).all()]
+    if bad:
+        checkpoint_dir = pathlib.Path(path).parents[1] / "checkpoints"
+        latest = checkpoints.list_checkpoints(checkpoint_dir)
+        raise TrainingDiverged(
+            f"the weights hold NaN or infinite values at step {current_step(model)} ({bad[0]}"
+            f"{f' and {len(bad) - 1} more' if len(bad) > 1 else ''}), though the loss logged "
+            f"was finite; {path} was not written. The last finite checkpoint is "
+            f"{latest[-1] if latest else '(none yet)'}. Try a lower learning rate (more --set "
+            "warmup_steps=...) or --mixed-precision bf16 or off instead of fp16."
+        )
 
 
 class StopOnNaN(keras.callbacks.Callback):
@@ -98,7 +116,15 @@ class Backup(keras.callbacks.Callback):
         if index:
             if not model.optimizer.built:
                 model.optimizer.build(model.trainable_variables)
-            model.load_weights(pathlib.Path(backup_dir) / index["weights"])
+            weights = pathlib.Path(backup_dir) / index["weights"]
+            try:
+                model.load_weights(weights)
+            except Exception as error:  # h5py's and Keras's errors vary
+                raise RunError(
+                    f"{weights} cannot be read ({type(error).__name__}: "
+                    f"{' '.join(str(error).split())[:200]}); the backup is cut or corrupt: "
+                    "restore it, or choose another --run-dir"
+                ) from None
         return index.get("step", 0)
 
     def save(self):
@@ -106,6 +132,7 @@ class Backup(keras.callbacks.Callback):
             return
         step = current_step(self.model)
         name = f"step-{step:07d}.weights.h5"
+        check_finite(self.model, checkpoints.weights_of(self.model), self.backup_dir / name)
         write_atomically(self.backup_dir / name, self.model.save_weights)
         write_text_atomically(
             self.backup_dir / self.INDEX, json.dumps({"step": step, "weights": name})
@@ -120,6 +147,31 @@ class Backup(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self.save()
+
+
+class StopOnSignal(keras.callbacks.Callback):
+    """On SIGTERM (what clusters and preemptible machines send before they kill), training
+    finishes its step and stops; the epoch's end then backs that step up (`Backup`). Installed
+    for the length of `fit`, in the main thread; `received` says whether it came."""
+
+    def __init__(self, signal_number=signal.SIGTERM):
+        super().__init__()
+        self.signal_number, self.received, self.previous = signal_number, False, None
+
+    def on_train_begin(self, logs=None):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(self.signal_number, self.receive)
+
+    def receive(self, number, frame):
+        self.received = True
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.received:
+            self.model.stop_training = True
+
+    def on_train_end(self, logs=None):
+        if self.previous is not None:
+            signal.signal(self.signal_number, self.previous)
 
 
 class StopAtStep(keras.callbacks.Callback):
@@ -164,7 +216,9 @@ class StepCheckpoints(keras.callbacks.Callback):
             return
         path = checkpoints.checkpoint_path(self.directory, current_step(self.model))
         if not path.exists():
-            checkpoints.save_checkpoint(self.model, path)
+            checkpoints.save_checkpoint(
+                self.model, path, check=lambda weights: check_finite(self.model, weights, path)
+            )
         for old in checkpoints.list_checkpoints(self.directory)[: -self.keep]:
             old.unlink()
 

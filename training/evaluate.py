@@ -66,6 +66,7 @@ def read_pairs(args):
     return dataset.pairs(args.split), args.split
 
 
+@console.program
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -100,6 +100,7 @@ def build_parser():
     return parser
 
 
+@console.program
 def main(argv=None):
     args = build_parser().parse_args(argv)
     if not args.run_dir.is_dir():

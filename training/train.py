@@ -12,6 +12,9 @@ exported as a SavedModel for TensorFlow Serving. The work is `training.trainer.T
 module holds the command line. See `programs/run_dir.py` for what the run directory holds.
 """
 
+import signal
+import sys
+
 from programs import console, flags
 from training.plan import DEFAULT_VOCAB_SIZE
 
@@ -178,16 +181,20 @@ def build_parser():
     return parser
 
 
+@console.program
 def main(argv=None):
     args = flags.parse(build_parser(), argv)
     from training.callbacks import TrainingDiverged
     from training.plan import TrainingPlan
-    from training.trainer import Trainer
+    from training.trainer import Interrupted, Trainer
 
     try:
         Trainer(TrainingPlan.from_flags(args)).run()
     except (ValueError, TrainingDiverged, FileExistsError) as error:
         console.fail(error)  # CorpusError and RunError are ValueErrors too
+    except Interrupted as interruption:
+        print(interruption, file=sys.stderr)
+        sys.exit(128 + signal.SIGTERM)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,10 @@ from training.run_state import RunState, settings_of
 TFDS_COUNTED = 10000  # pairs of a tfds training split counted before training (all with --epochs)
 
 
+class Interrupted(Exception):
+    """Training was stopped by a signal after its state was backed up."""
+
+
 def log(message):
     print(message, file=sys.stderr)
 
@@ -312,7 +316,7 @@ class Trainer:
         """`model.fit` from the backup's step to the plan's; returns the trained model."""
         import keras
 
-        from training.callbacks import Backup, current_step
+        from training.callbacks import Backup, StopOnSignal, current_step
         from training.scoring import progress_verbosity
 
         model = self.compiled_model()
@@ -322,16 +326,22 @@ class Trainer:
             log(f"resumed from the backup in {self.plan.run_dir / 'backup'} at step {step}")
         model.summary(print_fn=lambda line, **_: log(line))
         initial_epoch = math.ceil(step / self.steps_per_epoch)
+        stop_on_signal = StopOnSignal()
         model.fit(
             self.training_batches(seed=self.plan.seed + step),
             epochs=initial_epoch + math.ceil((self.steps - step) / self.steps_per_epoch),
             steps_per_epoch=self.steps_per_epoch,
-            callbacks=self.callbacks(),
+            callbacks=[*self.callbacks(), stop_on_signal],
             shuffle=False,
             initial_epoch=initial_epoch,
             verbose=progress_verbosity(),
         )
         log(f"training stopped at step {current_step(model)} ({keras.backend.backend()})")
+        if stop_on_signal.received:
+            raise Interrupted(
+                f"stopped by SIGTERM after step {current_step(model)}, which the backup in "
+                f"{self.plan.run_dir / 'backup'} holds; the same command continues the run"
+            )
         return model
 
     def compiled_model(self):
