@@ -116,8 +116,9 @@ def describe(error):
     """One line for a failure: its message, with the file an OSError names and what to do
     about a full disk; an unexpected kind of error says how to see its traceback."""
     if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
-        where = f" writing {error.filename}" if error.filename else ""
-        return f"no space left{where} ({error.strerror}); free some space and run it again"
+        where = f" for {error.filename}" if error.filename else ""
+        reason = " ".join(str(error.strerror or error).split())[:200]
+        return f"no space left{where} ({reason}); free some space and run it again"
     if isinstance(error, OSError) and error.filename:
         return f"{error.filename}: {error.strerror or error}"
     message = " ".join(str(error).split()) or type(error).__name__

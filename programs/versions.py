@@ -8,6 +8,8 @@ import pathlib
 import shutil
 import tempfile
 
+from programs.files import remove_stale, temporary_prefix
+
 WARMUP_SENTENCES = ("Guten Morgen.", "Das ist ein Test.", "")
 WARMUP_FILE = pathlib.PurePath("assets.extra", "tf_serving_warmup_requests")
 
@@ -52,7 +54,8 @@ def export_for_serving(translator, base_dir, version=None):
         raise FileExistsError(
             f"{base_dir / str(version)} already exists; a served version is never overwritten"
         )
-    staging = pathlib.Path(tempfile.mkdtemp(prefix=".export-", dir=base_dir))
+    remove_stale(base_dir, "export")  # what a killed export left
+    staging = pathlib.Path(tempfile.mkdtemp(prefix=temporary_prefix("export"), dir=base_dir))
     try:
         translator.save(staging)
         write_warmup_requests(staging / WARMUP_FILE, base_dir.name)

@@ -22,6 +22,7 @@ import numpy as np
 
 from programs import console, flags
 from programs.engines import CTRANSLATE2_LIMITS_FILE
+from programs.files import remove_stale, temporary_prefix
 from programs.run_dir import TOKENIZER_FILE
 
 QUANTIZATIONS = ("none", "int8", "int8_float32", "float16")
@@ -140,7 +141,10 @@ def convert(model, tokenizer_path, out_dir, quantization="none"):
     spec.validate()
     spec.optimize(quantization=None if quantization == "none" else quantization)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    partial = pathlib.Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+    remove_stale(out_dir.parent, out_dir.name)  # what a killed conversion left
+    partial = pathlib.Path(
+        tempfile.mkdtemp(prefix=temporary_prefix(out_dir.name), dir=out_dir.parent)
+    )
     try:  # written beside OUT under a name of this run's own, then renamed: whole or not at all
         limits = partial / CTRANSLATE2_LIMITS_FILE
         limits.write_text(json.dumps({"max_length": model.config.max_length}))

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from programs import checkpoints
 from programs.engines import tensor_engine
-from programs.files import write_atomically, write_text_atomically
+from programs.files import ensure_room, write_atomically, write_text_atomically
 from programs.run_dir import RunError
 from training.scoring import corpus_scores, translate_all
 
@@ -133,6 +133,9 @@ class Backup(keras.callbacks.Callback):
         step = current_step(self.model)
         name = f"step-{step:07d}.weights.h5"
         check_finite(self.model, checkpoints.weights_of(self.model), self.backup_dir / name)
+        variables = [*self.model.weights, *self.model.optimizer.variables]
+        size = sum(math.prod(v.shape) * np.dtype(v.dtype).itemsize for v in variables)
+        ensure_room(self.backup_dir / name, int(size * 1.1) + 2**20)  # with h5's overhead
         write_atomically(self.backup_dir / name, self.model.save_weights)
         write_text_atomically(
             self.backup_dir / self.INDEX, json.dumps({"step": step, "weights": name})

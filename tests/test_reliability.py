@@ -1,0 +1,239 @@
+"""Ordinary faults, each ending the way RELIABILITY.md says: one line naming the file, URL or
+flag (`error: ...`), status 1, nothing half-written, nothing deleted that the program did not
+create. One tiny trained run (module fixture) is copied for the cases that spoil it."""
+
+import http.server
+import io
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+
+import keras
+import pytest
+from conftest import number_pairs, run_python, tiny_flags
+
+from programs import files, flags, versions
+from serving import client as serving_client
+from serving import ctranslate2, export, translate
+from training import average_checkpoints, train
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """(flags of a 4-step tiny run, its run directory), trained once."""
+    root = tmp_path_factory.mktemp("reliability")
+    for split, n, seed in (("train", 300, 0), ("validation", 4, 1), ("test", 4, 2)):
+        lines = (f"{de}\t{en}\n" for de, en in number_pairs(n, seed))
+        (root / f"{split}.tsv").write_text("".join(lines))
+    run = root / "run"
+    run_flags = [*tiny_flags(root), "--steps-per-epoch", "2", "--bleu-sentences", "0"]
+    run_flags += ["--beam-size", "1", "--run-dir", str(run)]
+    train.main([*run_flags, "--steps", "4"])
+    return run_flags, run
+
+
+def copy_of(trained, tmp_path):
+    run_flags, run = trained
+    shutil.copytree(run, tmp_path / "run")
+    return [str(tmp_path / "run") if f == str(run) else f for f in run_flags], tmp_path / "run"
+
+
+def fails(capsys, main, argv, *expected, status=1):
+    """Runs a program's main: it must exit with `status` and one line holding `expected`."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert exit_info.value.code == status and len(lines) == 1, lines
+    for text in expected:
+        assert text in lines[0], lines[0]
+    return lines[0]
+
+
+def cut(path, size):
+    path.write_bytes(path.read_bytes()[:size])
+
+
+def test_a_cut_backup_index_or_weights_file_is_named(trained, tmp_path, capsys):
+    run_flags, run = copy_of(trained, tmp_path)
+    index = run / "backup" / "backup.json"
+    whole = index.read_text()
+    index.write_text(whole[: len(whole) // 2])
+    fails(capsys, train.main, [*run_flags, "--steps", "6"], f"{index} cannot be read")
+    index.write_text(whole)
+    weights = run / "backup" / json.loads(whole)["weights"]
+    cut(weights, 1000)
+    fails(capsys, train.main, [*run_flags, "--steps", "6"], f"{weights} cannot be read")
+    assert json.loads(index.read_text())["step"] == 4  # nothing replaced
+
+
+def test_a_cut_checkpoint_is_named_by_averaging_and_export(trained, tmp_path, capsys):
+    _, run = copy_of(trained, tmp_path)
+    last = run / "checkpoints" / "step-0000004.weights.npz"
+    cut(last, 300)
+    fails(capsys, average_checkpoints.main, ["--run-dir", str(run)], f"{last}: not a readable")
+    export_dir = tmp_path / "exports"
+    argv = ["--model", str(last), "--export-dir", str(export_dir)]
+    fails(capsys, export.main, argv, f"{last}: not a readable checkpoint")
+    assert not export_dir.exists()
+
+
+def test_export_names_a_spoiled_or_foreign_model_and_a_cut_tokenizer(trained, tmp_path, capsys):
+    _, run = copy_of(trained, tmp_path)
+    model = run / "model.keras"
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    flipped = tmp_path / "flipped.keras"
+    flipped.write_bytes(bytes(data))
+    foreign = tmp_path / "foreign.keras"
+    keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]).save(foreign)
+    truncated = tmp_path / "truncated.keras"
+    truncated.write_bytes(model.read_bytes()[:2000])
+    for path, message in (
+        (flipped, "not a readable .keras model"),
+        (foreign, "a Keras model, but not a keras-transformer Transformer"),
+        (truncated, "not a readable .keras model"),
+    ):
+        tokenizer = ["--tokenizer", str(run / "tokenizer.model")]
+        argv = ["--model", str(path), *tokenizer, "--export-dir", str(tmp_path / "e")]
+        fails(capsys, export.main, argv, f"{path}: {message}")
+    cut(run / "tokenizer.model", 100)
+    argv = ["--model", str(model), "--export-dir", str(tmp_path / "e")]
+    fails(capsys, export.main, argv, f"{run / 'tokenizer.model'}: not a readable sentencepiece")
+    assert not (tmp_path / "e" / "1").exists()
+
+
+def test_translate_takes_bad_bytes_and_skips_an_empty_version(trained, tmp_path, capsys):
+    _, run = trained
+    exports = tmp_path / "exports"
+    shutil.copytree(run / "export", exports)
+    (exports / "99").mkdir()  # not a version: no saved_model.pb
+    translate.main(["--model", str(exports), "eins \udcff zwei"])  # a byte that is not UTF-8
+    assert len(capsys.readouterr().out.splitlines()) == 1
+    stdin = io.TextIOWrapper(io.BytesIO(b"eins\xff\ndrei\x0cvier\xc2\x85f\xc3\xbcnf\r\n"))
+    translate.main(["--model", str(exports), "--scores"], stdin=stdin)
+    assert len(capsys.readouterr().out.splitlines()) == 2  # split at \n only
+    assert versions.latest_version(exports) == exports / "1"
+
+
+def test_lines_split_at_newlines_only():
+    args = flags.parser(__doc__, "x")
+    flags.add_sentences(args)
+    parsed = args.parse_args([])
+    text = "a\x0cb\x85c\u2028d\r\ne\n\nf\n"
+    assert flags.read_sentences(parsed, io.StringIO(text)) == ["a\x0cb\x85c\u2028d", "e", "", "f"]
+    raw = io.TextIOWrapper(io.BytesIO(b"\xffx\n"))
+    assert flags.read_sentences(parsed, raw) == ["\ufffdx"]
+
+
+class Canned(http.server.BaseHTTPRequestHandler):
+    """A server that answers every request with `answer` (content type, body)."""
+
+    answer = ("application/json", b"{}")
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", self.answer[0])
+        self.end_headers()
+        self.wfile.write(self.answer[1])
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize(
+    "answer, message",
+    [
+        (
+            (
+                "application/json",
+                b'{"predictions": [{"translation": "x", "score": -1.0, '
+                b'"alignment": [[1.0]], "tokens": [5]}]}',
+            ),
+            "the answer lacks the output 'nbest_translations'",
+        ),
+        (("text/html", b"<html><body>Bad gateway</body></html>"), "the answer is not JSON"),
+    ],
+)
+def test_client_names_the_url_and_the_field_of_a_bad_answer(answer, message, capsys):
+    handler = type("Handler", (Canned,), {"answer": answer})
+    server = http.server.HTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/v1/models/transformer:predict"
+        argv = ["--port", str(server.server_port), "--host", "127.0.0.1", "--retries", "0", "x"]
+        fails(capsys, serving_client.main, argv, url, message)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def dead_pid():
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_converter_leaves_what_it_did_not_create(trained, tmp_path):
+    """An OUT.partial of the user's stays; what a killed conversion of this host left (a dead
+    process's temporary) goes, a living one's and another host's stay."""
+    _, run = trained
+    out = tmp_path / "ct2"
+    (tmp_path / "ct2.partial").mkdir()
+    (tmp_path / "ct2.partial" / "notes.txt").write_text("mine")
+    host = files.socket.gethostname()
+    stale = tmp_path / f".ct2.tmp-{host}-{dead_pid()}-abc"
+    living = tmp_path / f".ct2.tmp-{host}-{os.getpid()}-def"
+    other = tmp_path / f".ct2.tmp-elsewhere-{dead_pid()}-ghi"
+    for directory in (stale, living, other):
+        directory.mkdir()
+    model = keras.models.load_model(run / "model.keras")
+    ctranslate2.convert(model, run / "tokenizer.model", out)
+    assert (out / "model.bin").is_file()
+    assert (tmp_path / "ct2.partial" / "notes.txt").read_text() == "mine"
+    assert not stale.exists() and living.exists() and other.exists()
+
+
+def test_an_export_that_loses_a_race_takes_the_next_version(tmp_path, monkeypatch):
+    """Another export renames its version 1 into place between our choice of a number and our
+    rename: ours becomes 2, theirs stays."""
+    base = tmp_path / "m"
+    base.mkdir()
+    rename = os.rename
+
+    def racing(source, target):
+        if target == base / "1" and not (base / "1").exists():
+            (base / "1").mkdir()
+            (base / "1" / "saved_model.pb").write_text("theirs")
+        return rename(source, target)
+
+    monkeypatch.setattr(versions.os, "rename", racing)
+    staging = base / ".staging"
+    staging.mkdir()
+    (staging / "saved_model.pb").write_text("ours")
+    assert versions._publish(staging, base, None) == base / "2"
+    assert (base / "1" / "saved_model.pb").read_text() == "theirs"
+    assert (base / "2" / "saved_model.pb").read_text() == "ours"
+
+
+def test_a_full_disk_while_backing_up_is_one_line(trained, tmp_path):
+    """Under a 2 MB file-size limit the backup (about 3 MB) does not fit: one line naming it,
+    status 1, no flood of h5py errors, no crash, no backup file."""
+    run_flags, _ = trained
+    run = tmp_path / "run"
+    argv = [str(run) if f.endswith("/run") else f for f in run_flags]
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (2_000_000, 2_000_000))"
+    program = f"{limit}\nimport sys\nfrom training import train\ntrain.main(sys.argv[1:])"
+    completed = run_python("-c", program, *argv, "--steps", "2", status=1)
+    lines = completed.stderr.splitlines()
+    assert not [line for line in lines if "Traceback" in line or "Exception ignored" in line]
+    errors = [line for line in lines if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: no space left for "), errors
+    assert "step-0000000.weights.h5" in errors[0] and "MiB allowed" in errors[0]
+    assert not (run / "backup").exists() or not any((run / "backup").iterdir())
+    assert resource.getrlimit(resource.RLIMIT_FSIZE)[0] == resource.RLIM_INFINITY
