@@ -410,7 +410,7 @@ def test_command_line(server, capsys, tmp_path):
         (
             [*rest, "--source", str(tmp_path / "missing.txt")],
             "",
-            r"missing.txt: \[Errno 2\] No such file",
+            r"--source .*missing.txt: No such file or directory",
         ),
         ([*rest, "--model-name", "words", "eins"], "", r"HTTP 404: Servable not found"),
     ]:
