@@ -459,18 +459,16 @@ def write_report(found, report):
 
 def build_parser():
     parser = flags.parser(__doc__, "benchmarks.quality")
-    parser.add_argument(
-        "--work-dir",
-        type=pathlib.Path,
-        default=pathlib.Path("runs/quality"),
-        help="where the runs are kept",
-    )
-    parser.add_argument(
-        "--minutes",
-        type=float,
-        default=SCREEN_MINUTES,
-        help=f"training budget of a screening run, in minutes (default: {SCREEN_MINUTES}); "
-        f"the runs that confirm the chosen settings train for the demo's {FULL_MINUTES}",
+    flags.add_table(
+        parser,
+        ("--work-dir", pathlib.Path, pathlib.Path("runs/quality"), "where the runs are kept"),
+        (
+            "--minutes",
+            float,
+            SCREEN_MINUTES,
+            f"training budget of a screening run, in minutes (default: {SCREEN_MINUTES}); the "
+            f"runs that confirm the chosen settings train for the demo's {FULL_MINUTES}",
+        ),
     )
     parser.add_argument(
         "--only",

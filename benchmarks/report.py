@@ -327,11 +327,9 @@ def add_before(parser, note=""):
 
 def build_parser():
     parser = flags.parser(__doc__, "benchmarks.report")
-    parser.add_argument(
-        "--results",
-        type=pathlib.Path,
-        default=pathlib.Path("benchmarks/results.json"),
-        help="the results.json of a benchmark run (python -m benchmarks.bench)",
+    results = pathlib.Path("benchmarks/results.json")
+    flags.add_table(
+        parser, ("--results", pathlib.Path, results, "a benchmark run's results.json (bench.py)")
     )
     flags.add_output(
         parser,

@@ -125,8 +125,20 @@ def add_search(parser):
     )
 
 
+def add_table(group, *rows):
+    """Flags given as rows (flag, type, default, help): a program's own options."""
+    for flag, kind, default, text in rows:
+        group.add_argument(flag, type=kind, default=default, help=text)
+
+
 def add_dataset(parser):
     parser.add_argument("--dataset", default="ding", help=DATASET_HELP)
+    parser.add_argument(
+        "--no-download",
+        dest="download",
+        action="store_false",
+        help="never download a tfds dataset (it must be prepared in --data-dir)",
+    )
     parser.add_argument(
         "--source-language", default=None, help="source side (Ding: de or en; folder:DIR needs it)"
     )

@@ -40,6 +40,15 @@ def run_python(*args, env=None, timeout=300, status=0, stdin=None, cwd=ROOT):
     return completed
 
 
+def write_number_data(root, sizes=(2000, 12, 12)):
+    """tsv:`root` data of German number words to English ones: train, validation and test
+    splits of `sizes` pairs; returns `root`."""
+    for split, n, seed in zip(("train", "validation", "test"), sizes, range(3)):
+        lines = (f"{de}\t{en}\n" for de, en in number_pairs(n, seed))
+        (root / f"{split}.tsv").write_text("".join(lines))
+    return root
+
+
 def tiny_flags(data):
     """`training.train` flags for a tiny model on tsv:`data` that trains in seconds."""
     return [

@@ -83,8 +83,7 @@ def is_flag_row(node):
     return (
         isinstance(node, ast.Tuple)
         and len(node.elts) == 4
-        and isinstance(node.elts[1], ast.Name)
-        and node.elts[1].id in ("int", "float", "str")
+        and ast.unparse(node.elts[1]) in ("int", "float", "str", "pathlib.Path")
     )
 
 

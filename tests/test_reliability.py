@@ -14,7 +14,7 @@ import threading
 
 import keras
 import pytest
-from conftest import number_pairs, run_python, tiny_flags
+from conftest import run_python, tiny_flags, write_number_data
 
 from programs import files, flags, versions
 from serving import client as serving_client
@@ -25,10 +25,7 @@ from training import average_checkpoints, train
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """(flags of a 4-step tiny run, its run directory), trained once."""
-    root = tmp_path_factory.mktemp("reliability")
-    for split, n, seed in (("train", 300, 0), ("validation", 4, 1), ("test", 4, 2)):
-        lines = (f"{de}\t{en}\n" for de, en in number_pairs(n, seed))
-        (root / f"{split}.tsv").write_text("".join(lines))
+    root = write_number_data(tmp_path_factory.mktemp("reliability"), (300, 4, 4))
     run = root / "run"
     run_flags = [*tiny_flags(root), "--steps-per-epoch", "2", "--bleu-sentences", "0"]
     run_flags += ["--beam-size", "1", "--run-dir", str(run)]

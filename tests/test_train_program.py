@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import number_pairs, run_python, tiny_flags
+from conftest import run_python, tiny_flags, write_number_data
 from tensorboard.backend.event_processing import event_accumulator
 
 from training import train
@@ -27,11 +27,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def number_data(tmp_path_factory):
     """tsv:DIR data: German number words to English ones."""
-    root = tmp_path_factory.mktemp("numbers")
-    for split, n, seed in (("train", 2000, 0), ("validation", 12, 1), ("test", 12, 2)):
-        lines = (f"{de}\t{en}\n" for de, en in number_pairs(n, seed))
-        (root / f"{split}.tsv").write_text("".join(lines))
-    return root
+    return write_number_data(tmp_path_factory.mktemp("numbers"))
 
 
 def tiny_run(data, out_dir, *extra):

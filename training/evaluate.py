@@ -62,7 +62,9 @@ def read_pairs(args):
         return [(line, None) for line in read_lines(args.source)], args.source.stem
     if args.source:
         return read_parallel_files(args.source, args.reference).pairs, args.source.stem
-    dataset = Dataset(args.dataset, args.source_language, args.target_language, args.data_dir)
+    dataset = Dataset(
+        args.dataset, args.source_language, args.target_language, args.data_dir, args.download
+    )
     return dataset.pairs(args.split), args.split
 
 

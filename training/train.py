@@ -108,11 +108,6 @@ CPU_DEVICES = (
 )
 
 
-def add_numbers(group, *options):
-    for flag, kind, default, text in options:
-        group.add_argument(flag, type=kind, default=default, help=text)
-
-
 def build_parser():
     parser = flags.parser(__doc__, "training.train")
     model = parser.add_argument_group("model")
@@ -130,19 +125,13 @@ def build_parser():
     )
     data = parser.add_argument_group("data")
     flags.add_dataset(data)
-    data.add_argument(
-        "--no-download",
-        dest="download",
-        action="store_false",
-        help="never download a tfds dataset (it must be prepared in --data-dir)",
-    )
     flags.add_phrases(data)
     data.add_argument(
         "--validation-split", default="validation", help="split for BLEU during training"
     )
     data.add_argument("--test-split", default="test", help="split scored at the end")
     flags.add_tokenizer(data)
-    add_numbers(data, *DATA_NUMBERS)
+    flags.add_table(data, *DATA_NUMBERS)
     schedule = parser.add_argument_group("schedule")
     length = schedule.add_mutually_exclusive_group()
     length.add_argument(
@@ -155,7 +144,7 @@ def build_parser():
     length.add_argument(
         "--epochs", type=int, default=None, help="passes over the training data, instead of --steps"
     )
-    add_numbers(schedule, *SCHEDULE_NUMBERS)
+    flags.add_table(schedule, *SCHEDULE_NUMBERS)
     flags.add_seed(schedule)
     schedule.add_argument(
         "--deterministic",
@@ -164,7 +153,7 @@ def build_parser():
         "enable_op_determinism): the same command gives bitwise the same run, somewhat slower",
     )
     evaluation = parser.add_argument_group("evaluation and export")
-    add_numbers(evaluation, *EVALUATION_NUMBERS)
+    flags.add_table(evaluation, *EVALUATION_NUMBERS)
     flags.add_search(evaluation)
     flags.add_export_dir(evaluation, required=False)
     hardware = parser.add_argument_group("hardware")
@@ -174,7 +163,7 @@ def build_parser():
         help="auto, default, mirrored, multi_worker (TF_CONFIG) or tpu",
     )
     hardware.add_argument("--tpu", default=None, help="TPU name or address for --strategy tpu")
-    add_numbers(hardware, CPU_DEVICES)
+    flags.add_table(hardware, CPU_DEVICES)
     flags.add_mixed_precision(hardware)
     flags.add_jit_compile(hardware)
     flags.add_run_dir(parser)
