@@ -67,11 +67,14 @@ def test_a_cut_backup_index_or_weights_file_is_named(trained, tmp_path, capsys):
     assert json.loads(index.read_text())["step"] == 4  # nothing replaced
 
 
-def test_a_cut_checkpoint_is_named_by_averaging_and_export(trained, tmp_path, capsys):
-    _, run = copy_of(trained, tmp_path)
+def test_a_cut_checkpoint_is_named_by_averaging_training_and_export(trained, tmp_path, capsys):
+    run_flags, run = copy_of(trained, tmp_path)
     last = run / "checkpoints" / "step-0000004.weights.npz"
     cut(last, 300)
     fails(capsys, average_checkpoints.main, ["--run-dir", str(run)], f"{last}: not a readable")
+    # the training rerun trains on to step 5, then averages steps 2, 4 and 5 and names step 4
+    fails(capsys, train.main, [*run_flags, "--steps", "5"], f"{last}: not a readable checkpoint")
+    assert [p.name for p in (run / "export").iterdir()] == ["1"]
     export_dir = tmp_path / "exports"
     argv = ["--model", str(last), "--export-dir", str(export_dir)]
     fails(capsys, export.main, argv, f"{last}: not a readable checkpoint")
