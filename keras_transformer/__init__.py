@@ -33,6 +33,7 @@ TENSORFLOW_ONLY = {
     "Sampling": "keras_transformer.decoding",
     "encoder_decoder_attention": "keras_transformer.decoding",
     "Translator": "keras_transformer.translator",
+    "score": "keras_transformer.scoring",
 }
 
 
@@ -79,4 +80,5 @@ __all__ = [
     "layers",
     "masked_accuracy",
     "sample",
+    "score",
 ]

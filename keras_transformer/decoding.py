@@ -112,6 +112,25 @@ def _allowed(log_probs, t, min_lengths=None):
     return log_probs + too_early * tf.one_hot(EOS_ID, vocab_size, on_value=NEG_INF, off_value=0.0)
 
 
+def _padded_prefix(target_prefix, batch_size):
+    """int32 target prefix ids [B, P + 1] (0-padded, so that column t is 0 once a prefix has
+    ended; a last 0 column so that P + 1 >= 1), or None without a prefix."""
+    if target_prefix is None:
+        return None
+    prefix = tf.reshape(tf.convert_to_tensor(target_prefix, tf.int32), [batch_size, -1])
+    return tf.pad(prefix, [[0, 0], [0, 1]])
+
+
+def _forced(log_probs, t, prefix):
+    """log_probs [N, V] with every token but prefix[:, t] made impossible in the rows whose
+    prefix [N, P + 1] (`_padded_prefix`) has a token at t: the output starts with the prefix,
+    whose own log-probabilities count in the score."""
+    column = tf.gather(prefix, tf.minimum(t, tf.shape(prefix)[1] - 1), axis=1)
+    vocab_size = log_probs.shape[-1] or tf.shape(log_probs)[-1]
+    only_column = tf.one_hot(column, vocab_size, on_value=0.0, off_value=NEG_INF)
+    return log_probs + tf.where(tf.not_equal(column, PAD_ID)[:, None], only_column, 0.0)
+
+
 def _batch_size(source_ids):
     """The static batch size when known (shapes then stay equal through the loop), else a tensor."""
     return source_ids.shape[0] if source_ids.shape[0] is not None else tf.shape(source_ids)[0]
@@ -190,15 +209,20 @@ def sampled(temperature, top_k, top_p, seed):
     return choose
 
 
-def greedy_decode(step, state, batch_size, limits, max_length, min_lengths=None, choose=None):
+def greedy_decode(
+    step, state, batch_size, limits, max_length, min_lengths=None, choose=None, prefix=None
+):
     """Greedy search over `step`: ids [B, L] (0 after eos) and summed log-probabilities [B].
     Sentence b ends at eos, which is not chosen before step min_lengths[b], or at limits[b].
-    `choose(log_probs, t)` picks each step's tokens (default `most_likely`; `sampled` samples)."""
+    `choose(log_probs, t)` picks each step's tokens (default `most_likely`; `sampled` samples).
+    The output of sentence b starts with `prefix`[b] (`_padded_prefix`), if given."""
     choose = choose or most_likely
 
     def body(s):
         log_probs, cache = step(s.last, s.cache, s.step)
         log_probs = _allowed(log_probs, s.step, min_lengths)
+        if prefix is not None:
+            log_probs = _forced(log_probs, s.step, prefix)
         next_token = choose(log_probs, s.step)
         gained = tf.gather(log_probs, next_token, batch_dims=1)
         next_token = tf.where(s.finished, PAD_ID, next_token)
@@ -314,7 +338,9 @@ def _search_ended(done, alive_log_probs, finished_scores, limits, alpha, beam_si
     )
 
 
-def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha, min_lengths=None):
+def beam_decode(
+    step, state, batch_size, limits, max_length, beam_size, alpha, min_lengths=None, prefix=None
+):
     """Beam search over `step` (§6.1): GNMT length penalty, early termination.
 
     `state` holds tensors whose leading dimension is batch_size * beam_size (the beams of one
@@ -322,16 +348,21 @@ def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha, m
     (`_extend`); those ending in eos (or at the sentence's bound) join the finished ones
     (`_keep_finished`), the K best others stay alive (`_keep_alive`), and a sentence's search
     ends early when nothing alive can win (`_search_ended`). No hypothesis of sentence b ends
-    in eos before step min_lengths[b]. Beam size 1 is greedy search.
+    in eos before step min_lengths[b]. Beam size 1 is greedy search. With `prefix`
+    (`_padded_prefix`) every hypothesis of sentence b starts with prefix[b].
     Returns the n-best ids [B, K, L] (0 after eos) and their scores [B, K], best first.
     """
     k = beam_size
     first_rows = tf.range(batch_size)[:, None] * k
     row_min_lengths = None if min_lengths is None else tf.repeat(min_lengths, k)
+    row_prefix = None if prefix is None else tf.repeat(prefix, k, axis=0)
 
     def body(s):
         log_probs, cache = step(tf.reshape(s.last, [-1]), s.cache, s.step)
-        log_probs = tf.reshape(_allowed(log_probs, s.step, row_min_lengths), [batch_size, k, -1])
+        log_probs = _allowed(log_probs, s.step, row_min_lengths)
+        if row_prefix is not None:
+            log_probs = _forced(log_probs, s.step, row_prefix)
+        log_probs = tf.reshape(log_probs, [batch_size, k, -1])
         extensions = _extend(s, log_probs, limits, k)
         finished_tokens, finished_scores = _keep_finished(s, extensions, alpha, k)
         alive_tokens, alive_log_probs, last, cache = _keep_alive(extensions, cache, first_rows, k)
@@ -366,7 +397,16 @@ def beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha, m
     return end.finished_tokens, end.finished_scores
 
 
-def _greedy(model, source_ids, max_length, extra_length, use_cache, min_length, choose=None):
+def _greedy(
+    model,
+    source_ids,
+    max_length,
+    extra_length,
+    use_cache,
+    min_length,
+    choose=None,
+    target_prefix=None,
+):
     source_ids, batch_size, max_length, limits, min_lengths = _prepare(
         model, source_ids, max_length, extra_length, min_length
     )
@@ -375,16 +415,21 @@ def _greedy(model, source_ids, max_length, extra_length, use_cache, min_length, 
         step, state = model_step_function(model, memory, source_mask, max_length)
     else:
         step, state = _recomputing_step(model, source_ids, batch_size, max_length)
-    return greedy_decode(step, state, batch_size, limits, max_length, min_lengths, choose)
+    prefix = _padded_prefix(target_prefix, batch_size)
+    return greedy_decode(step, state, batch_size, limits, max_length, min_lengths, choose, prefix)
 
 
-def sample_ids(model, source_ids, seed, sampling, max_length, extra_length, min_length=1):
+def sample_ids(
+    model, source_ids, seed, sampling, max_length, extra_length, min_length=1, target_prefix=None
+):
     """sample without its own tf.function, for use inside another (the Translator)."""
     choose = None
     if sampling.temperature > 0:
         seed = tf.broadcast_to(tf.cast(seed, tf.int32), [2])
         choose = sampled(sampling.temperature, sampling.top_k, sampling.top_p, seed)
-    return _greedy(model, source_ids, max_length, extra_length, True, min_length, choose)
+    return _greedy(
+        model, source_ids, max_length, extra_length, True, min_length, choose, target_prefix
+    )
 
 
 def _recomputing_step(model, source_ids, batch_size, max_length):
@@ -399,7 +444,16 @@ def _recomputing_step(model, source_ids, batch_size, max_length):
     return step, tf.zeros([batch_size, max_length], tf.int32)
 
 
-def beam_ids(model, source_ids, beam_size, alpha, max_length, extra_length, min_length=1):
+def beam_ids(
+    model,
+    source_ids,
+    beam_size,
+    alpha,
+    max_length,
+    extra_length,
+    min_length=1,
+    target_prefix=None,
+):
     """beam_search without its own tf.function, for use inside another (the Translator)."""
     source_ids, batch_size, max_length, limits, min_lengths = _prepare(
         model, source_ids, max_length, extra_length, min_length
@@ -407,14 +461,18 @@ def beam_ids(model, source_ids, beam_size, alpha, max_length, extra_length, min_
     memory, source_mask = encode(model, source_ids)
     tiled = [tf.repeat(x, beam_size, axis=0) for x in (memory, source_mask)]
     step, state = model_step_function(model, *tiled, max_length)
-    return beam_decode(step, state, batch_size, limits, max_length, beam_size, alpha, min_lengths)
+    prefix = _padded_prefix(target_prefix, batch_size)
+    return beam_decode(
+        step, state, batch_size, limits, max_length, beam_size, alpha, min_lengths, prefix
+    )
 
 
-def _compiled(model, function, jit_compile, **settings):
-    """One tf.function per model and settings, traced once and reused. It holds the model
-    weakly, so the cache never keeps a model alive."""
+def _compiled(model, function, jit_compile, tensors, **settings):
+    """One tf.function per model, settings and names of the tensor arguments it takes beside
+    the source (`tensors`: one function per set, which tracing needs), traced once and reused.
+    It holds the model weakly, so the cache never keeps a model alive."""
     per_model = _COMPILED.setdefault(model, {})
-    key = (function.__name__, jit_compile, tuple(sorted(settings.items())))
+    key = (function.__name__, jit_compile, tuple(tensors), tuple(sorted(settings.items())))
     if key not in per_model:
         model_ref = weakref.ref(model)
 
@@ -433,6 +491,7 @@ def greedy_search(
     use_cache=True,
     jit_compile=False,
     min_length=1,
+    target_prefix=None,
 ):
     """Greedy decoding of int32 source ids [B, S] (ending with eos, 0 = padding).
 
@@ -441,17 +500,21 @@ def greedy_search(
     Python int for a static, XLA-compilable loop), never beyond `config.max_length`. A
     non-empty source gets at least `min_length` tokens before eos (default 1: never an empty
     translation; 0 allows one). `use_cache=False` recomputes the whole prefix each step (the
-    official tutorial's method).
+    official tutorial's method). `target_prefix`, int32 ids [B, P] (0-padded; no bos, no eos),
+    makes each output start with its row (cut at the sentence's bound) and go on from there; a
+    row of zeros changes nothing. The prefix's log-probabilities count in the score.
     """
+    tensors = _prefix_argument(target_prefix)
     decode = _compiled(
         model,
         _greedy,
         jit_compile,
+        tensors,
         extra_length=extra_length,
         use_cache=use_cache,
         min_length=min_length,
     )
-    return decode(source_ids, max_length=max_length)[0]
+    return decode(source_ids, max_length=max_length, **tensors)[0]
 
 
 def beam_search(
@@ -463,22 +526,33 @@ def beam_search(
     extra_length=50,
     jit_compile=False,
     min_length=1,
+    target_prefix=None,
 ):
     """Beam search of §6.1 (beam 4, alpha 0.6) on int32 source ids [B, S].
 
     Returns ids [B, beam_size, L] int32 and scores [B, beam_size] float32 (log-probability
-    over the GNMT length penalty), best first. Bounds and `min_length` as for `greedy_search`.
+    over the GNMT length penalty), best first. Bounds, `min_length` and `target_prefix` (every
+    hypothesis starts with its sentence's prefix) as for `greedy_search`.
     """
+    tensors = _prefix_argument(target_prefix)
     decode = _compiled(
         model,
         beam_ids,
         jit_compile,
+        tensors,
         beam_size=beam_size,
         alpha=alpha,
         extra_length=extra_length,
         min_length=min_length,
     )
-    return decode(source_ids, max_length=max_length)
+    return decode(source_ids, max_length=max_length, **tensors)
+
+
+def _prefix_argument(target_prefix):
+    """The keyword argument that passes a target prefix to a `_compiled` search, if any."""
+    if target_prefix is None:
+        return {}
+    return {"target_prefix": tf.convert_to_tensor(target_prefix, tf.int32)}
 
 
 def sample(
@@ -492,6 +566,7 @@ def sample(
     extra_length=50,
     jit_compile=False,
     min_length=1,
+    target_prefix=None,
 ):
     """Translations of int32 source ids [B, S] drawn token by token from the model's
     distribution (as for back-translation, Edunov et al., 2018), with the cache, in the graph.
@@ -499,18 +574,20 @@ def sample(
     `temperature` divides the log-probabilities (0: greedy search), `top_k` keeps the k most
     likely tokens, `top_p` the nucleus of probability p (both None: no filter). A given int
     `seed` (or [2] ints) gives the same translations every call; None draws one. Returns ids
-    [B, L] int32 and their summed log-probabilities under the model [B]. Bounds and
-    `min_length` as for `greedy_search`.
+    [B, L] int32 and their summed log-probabilities under the model [B]. Bounds, `min_length`
+    and `target_prefix` as for `greedy_search`.
     """
     sampling = Sampling(float(temperature), top_k, top_p).check()
     if seed is None:
         seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int32)
+    tensors = {"seed": tf.convert_to_tensor(seed, tf.int32)} | _prefix_argument(target_prefix)
     decode = _compiled(
         model,
         sample_ids,
         jit_compile,
+        tensors,
         sampling=sampling,
         extra_length=extra_length,
         min_length=min_length,
     )
-    return decode(source_ids, max_length=max_length, seed=tf.convert_to_tensor(seed, tf.int32))
+    return decode(source_ids, max_length=max_length, **tensors)

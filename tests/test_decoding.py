@@ -8,7 +8,7 @@ import tensorflow as tf
 from conftest import random_ids
 
 import keras_transformer as kt
-from keras_transformer.decoding import beam_decode, greedy_decode, length_penalty
+from keras_transformer.decoding import beam_decode, greedy_decode
 
 EOS = 3
 
@@ -61,21 +61,36 @@ def test_beam_size_one_is_greedy(number_translator, alpha):
 
 
 def test_beam_scores_are_the_models_log_probability_over_the_penalty(number_translator):
+    """kt.score (forced decoding, the whole target at once) gives every hypothesis of the n-best
+    list the score beam search (step by step, with the cache) reported for it."""
     model, tokenizer, pairs = number_translator
     source = source_batch(tokenizer, [de for de, _ in pairs[:3]])
     ids, scores = kt.beam_search(model, source, beam_size=4, alpha=0.6)
     ids, scores = ids.numpy(), scores.numpy()
     assert np.all(np.diff(scores, axis=1) <= 1e-6)  # best first
-    for b in range(3):
-        for k in range(4):
-            hypothesis = strip(ids[b, k])
-            target_in = np.array([[2] + hypothesis[:-1]], "int32")
-            log_probs = tf.nn.log_softmax(
-                model({"source": source[b : b + 1], "target": target_in})
-            )[0].numpy()
-            total = sum(log_probs[i, token] for i, token in enumerate(hypothesis))
-            expected = total / float(length_penalty(len(hypothesis), 0.6))
-            assert scores[b, k] == pytest.approx(expected, abs=1e-3)
+    hypotheses = ids.reshape(12, -1)
+    tokens, sums, normalized = kt.score(model, np.repeat(source, 4, axis=0), hypotheses, 0.6)
+    np.testing.assert_allclose(normalized.numpy(), scores.reshape(-1), atol=1e-4)
+    for row, hypothesis in zip(tokens.numpy(), hypotheses):  # the sums add up the real tokens
+        real = [i for i, token in enumerate(hypothesis) if token]
+        assert np.all(row[len(real) :] == 0) and np.all(row[real] < 0)
+    np.testing.assert_allclose(sums.numpy(), tokens.numpy().sum(axis=1), rtol=1e-6)
+
+
+def test_score_is_padding_invariant(number_translator):
+    """A pair scores the same alone and in a padded batch; without alpha, two outputs."""
+    model, tokenizer, pairs = number_translator
+    sources = source_batch(tokenizer, [pairs[0][0], pairs[1][0] + " " + pairs[2][0]])
+    targets = kt.greedy_search(model, sources).numpy()
+    together, sums = kt.score(model, sources, targets)
+    alone, _ = kt.score(model, sources[:1, : (sources[0] != 0).sum()], strip_batch(targets[:1]))
+    np.testing.assert_allclose(together.numpy()[0, : alone.shape[1]], alone.numpy()[0], atol=1e-5)
+    assert sums.shape == (2,)
+
+
+def strip_batch(ids):
+    """ids [B, L] cut to the batch's longest row."""
+    return ids[:, : max(len(strip(row)) for row in ids)]
 
 
 def test_padding_in_the_batch_does_not_change_a_translation(number_translator):
@@ -84,6 +99,39 @@ def test_padding_in_the_batch_does_not_change_a_translation(number_translator):
     batch = source_batch(tokenizer, [pairs[0][0], pairs[1][0] + " " + pairs[2][0]])
     together = kt.beam_search(model, batch)[0].numpy()[0, 0]
     assert strip(alone) == strip(together)
+
+
+def test_target_prefix_starts_every_output_and_counts_in_the_score(number_translator):
+    """Greedy search, beam search (every hypothesis) and sampling start with each sentence's
+    prefix and go on; a prefix of zeros changes nothing; greedy search given the start of its
+    own translation finds that translation; beam search scores a prefixed hypothesis as
+    kt.score does, so the prefix's own log-probabilities count."""
+    model, tokenizer, pairs = number_translator
+    source = source_batch(tokenizer, [de for de, _ in pairs[:4]])
+    greedy = kt.greedy_search(model, source).numpy()
+    ids, scores = kt.beam_search(model, source)
+    zeros = np.zeros((4, 3), "int32")
+    np.testing.assert_array_equal(kt.greedy_search(model, source, target_prefix=zeros), greedy)
+    for given, unprefixed in zip(kt.beam_search(model, source, target_prefix=zeros), (ids, scores)):
+        np.testing.assert_array_equal(given, unprefixed)
+    np.testing.assert_array_equal(
+        kt.greedy_search(model, source, target_prefix=greedy[:, :2]), greedy
+    )
+    prefix = np.zeros((4, 3), "int32")  # other sentences' starts, 2, 1, 3 and 0 tokens long
+    prefix[0, :2], prefix[1, :1], prefix[2, :3] = greedy[1, :2], greedy[2, :1], greedy[3, :3]
+    beam, beam_scores = kt.beam_search(model, source, target_prefix=prefix)
+    sampled, _ = kt.sample(model, source, seed=1, target_prefix=prefix)
+    outputs = [kt.greedy_search(model, source, target_prefix=prefix).numpy(), sampled.numpy()]
+    outputs += list(np.swapaxes(beam.numpy(), 0, 1))
+    for output in outputs:
+        for row, start in zip(output, prefix):
+            start = [token for token in start if token]
+            assert strip(row)[: len(start)] == start and len(strip(row)) > len(start)
+    assert not np.array_equal(outputs[0], greedy)
+    real = beam_scores.numpy().reshape(-1) > -1e8
+    hypotheses = beam.numpy().reshape(16, -1)[real]
+    _, _, normalized = kt.score(model, np.repeat(source, 4, axis=0)[real], hypotheses, 0.6)
+    np.testing.assert_allclose(normalized, beam_scores.numpy().reshape(-1)[real], atol=1e-4)
 
 
 def markov_step(table):
