@@ -1,16 +1,23 @@
 """Strings in, translations out: the model, its tokenizer and beam search (§6.1) as one
 `tf.Module`, saved as a SavedModel (programs/versions.py lays it out for TensorFlow Serving).
 
-The `translate` signature takes a batch of strings [B] and returns dense tensors with a
-batch dimension: `translation` [B] string, `score` [B] float32 (log-probability over the
-length penalty), `tokens` [B, L] int32 (0 after eos); the n-best list `nbest_translations`
-[B, K] string and `nbest_scores` [B, K] float32, best first (column 0 is `translation` and
-`score`); `alignment` [B, T, S] float32 (T: the batch's longest translation, eos included),
-the encoder-decoder attention of the last decoder layer averaged over its heads while the
-decoder reads the best translation (row t: the source positions attended when producing
-token t; rows of real tokens sum to 1, padding rows and columns are 0), and `source_tokens`
-[B, S] int32, the source ids its columns refer to. It uses only core TensorFlow and
-tensorflow-text ops, which the model server links.
+Three signatures. `serving_default` takes a batch of strings `sentences` [B]; `translate` takes
+`sentences` [B] and `target_prefix` [B], strings each translation must start with (an empty
+string: none; TensorFlow Serving needs every input of a signature, so `serving_default` is the
+one without). Both return dense tensors with a batch dimension: `translation` [B] string,
+`score` [B] float32 (log-probability over the length penalty), `tokens` [B, L] int32 (0 after
+eos); the n-best list `nbest_translations` [B, K] string and `nbest_scores` [B, K] float32,
+best first (column 0 is `translation` and `score`); `alignment` [B, T, S] float32 (T: the
+batch's longest translation, eos included), the encoder-decoder attention of the last decoder
+layer averaged over its heads while the decoder reads the best translation (row t: the source
+positions attended when producing token t; rows of real tokens sum to 1, padding rows and
+columns are 0), and `source_tokens` [B, S] int32, the source ids its columns refer to.
+
+`score` takes `sources` [B] and their translations `targets` [B] and returns forced decoding's
+`score` [B] (log P(Y | X) over the length penalty, as beam search ranks), `log_prob` [B] (the
+sum), `token_scores` [B, T] float32, each target token's log-probability (eos included, 0 after
+it), and `tokens` [B, T] int32, the target ids they refer to. The graph uses only core
+TensorFlow and tensorflow-text ops, which the model server links.
 """
 
 import types
@@ -25,10 +32,12 @@ from keras_transformer.decoding import (
     sample_ids,
 )
 from keras_transformer.ids import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.scoring import score
 
 
 class Translator(tf.Module):
-    """`translate(sentences)` for a trained model and its SubwordTokenizer.
+    """`translate(sentences)`, `translate_with_prefix(sentences, target_prefix)` and
+    `score(sources, targets)` for a trained model and its SubwordTokenizer.
 
     Source sentences longer than `max_source_length` subword tokens (default: the model's
     `config.max_length`, eos included) are truncated to it; each translation is at most
@@ -92,8 +101,13 @@ class Translator(tf.Module):
         self.compiled_search = (
             tf.function(self.search_ids, jit_compile=True) if jit_compile else None
         )
-        self.translate = tf.function(
-            self._translate, input_signature=[tf.TensorSpec([None], tf.string, name="sentences")]
+        self.translate = tf.function(self._translate, input_signature=[_strings("sentences")])
+        self.translate_with_prefix = tf.function(
+            self._translate,
+            input_signature=[_strings("sentences"), _strings("target_prefix")],
+        )
+        self.score = tf.function(
+            self._score, input_signature=[_strings("sources"), _strings("targets")]
         )
 
     @property
@@ -101,15 +115,19 @@ class Translator(tf.Module):
         return self._keras.model
 
     def save(self, directory):
-        """Writes the SavedModel to `directory`: the tokenizer's model inside, the `translate`
-        signature under its own name and as `serving_default`."""
+        """Writes the SavedModel to `directory`: the tokenizer's model inside, and the
+        `serving_default`, `translate` and `score` signatures."""
         if self.jit_compile:
             raise ValueError(
                 "a Translator with jit_compile=True cannot be saved: its search is an XLA "
                 "cluster, and TensorFlow Serving runs without XLA; save one built with "
                 "jit_compile=False"
             )
-        signatures = {"serving_default": self.translate, "translate": self.translate}
+        signatures = {
+            "serving_default": self.translate,
+            "translate": self.translate_with_prefix,
+            "score": self.score,
+        }
         tf.saved_model.save(self, str(directory), signatures=signatures)
         return directory
 
@@ -119,9 +137,17 @@ class Translator(tf.Module):
         eos = tf.fill([pieces.nrows(), 1], EOS_ID)
         return tf.concat([pieces, eos], axis=1).to_tensor()
 
-    def search_ids(self, source):
+    def target_ids(self, sentences, eos=True):
+        """Subword ids of target `sentences` [B], with eos unless `eos` is False, at most
+        config.max_length of them, padded [B, T]."""
+        pieces = self.tokenizer.tokenize(sentences)[:, : self.model.config.max_length - int(eos)]
+        if eos:
+            pieces = tf.concat([pieces, tf.fill([pieces.nrows(), 1], EOS_ID)], axis=1)
+        return pieces.to_tensor()
+
+    def search_ids(self, source, prefix=None):
         """The n-best ids [B, K, L] and scores [B, K] of source ids [B, S] (K = 1 when
-        sampling)."""
+        sampling), each starting with its row of `prefix` ids [B, P] if given."""
         if self.sampling is None:
             return beam_ids(
                 self.model,
@@ -131,6 +157,7 @@ class Translator(tf.Module):
                 max_length=None,
                 extra_length=self.extra_length,
                 min_length=self.min_length,
+                target_prefix=prefix,
             )
         ids, scores = sample_ids(
             self.model,
@@ -140,25 +167,27 @@ class Translator(tf.Module):
             max_length=None,
             extra_length=self.extra_length,
             min_length=self.min_length,
+            target_prefix=prefix,
         )
         return ids[:, None], scores[:, None]  # an n-best list of one
 
-    def xla_search_ids(self, source):
+    def xla_search_ids(self, source, prefix=None):
         """search_ids compiled with XLA on the source padded to a multiple of 16 positions, so
         that a few shapes need compiling; the outputs are cut back to the unpadded bound (no
         sentence's own bound changes: they count real tokens)."""
         length = tf.shape(source)[1]
         padding = -length % 16
-        ids, scores = self.compiled_search(tf.pad(source, [[0, 0], [0, padding]]))
+        ids, scores = self.compiled_search(tf.pad(source, [[0, 0], [0, padding]]), prefix)
         bound = tf.minimum(length + self.extra_length, self.model.config.max_length)
         return ids[:, :, :bound], scores
 
-    def _translate(self, sentences):
+    def _translate(self, sentences, target_prefix=None):
         source = self.source_ids(sentences)
+        prefix = None if target_prefix is None else self.target_ids(target_prefix, eos=False)
         if self.compiled_search is None:
-            ids, scores = self.search_ids(source)
+            ids, scores = self.search_ids(source, prefix)
         else:
-            ids, scores = self.xla_search_ids(source)
+            ids, scores = self.xla_search_ids(source, prefix)
         tokens = ids[:, 0]
         nbest_ids = ids[:, : self.nbest]
         nbest_shape = tf.shape(nbest_ids)
@@ -172,6 +201,18 @@ class Translator(tf.Module):
             "nbest_scores": scores[:, : self.nbest],
             "alignment": alignment(self.model, source, tokens),
             "source_tokens": source,
+        }
+
+    def _score(self, sources, targets):
+        target = self.target_ids(targets)
+        token_scores, log_probs, scores = score(
+            self.model, self.source_ids(sources), target, self.alpha
+        )
+        return {
+            "score": scores,
+            "log_prob": log_probs,
+            "token_scores": token_scores,
+            "tokens": target,
         }
 
     def attention(self, sentence):
@@ -189,3 +230,8 @@ class Translator(tf.Module):
             [self.tokenizer.id_to_piece(int(i)) for i in tokens],
             np.stack([np.asarray(w[0], "float32") for w in weights]),
         )
+
+
+def _strings(name):
+    """A signature input: a batch of strings [B] called `name`."""
+    return tf.TensorSpec([None], tf.string, name=name)

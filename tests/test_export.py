@@ -89,28 +89,47 @@ def test_graph_uses_only_core_and_tensorflow_text_ops(exported):
     )
 
 
+TRANSLATION_OUTPUTS = {
+    "translation": tf.string,
+    "score": tf.float32,
+    "tokens": tf.int32,
+    "nbest_translations": tf.string,
+    "nbest_scores": tf.float32,
+    "alignment": tf.float32,
+    "source_tokens": tf.int32,
+}
+SIGNATURES = {  # name: (inputs, outputs)
+    "serving_default": ({"sentences"}, TRANSLATION_OUTPUTS),
+    "translate": ({"sentences", "target_prefix"}, TRANSLATION_OUTPUTS),
+    "score": (
+        {"sources", "targets"},
+        {
+            "score": tf.float32,
+            "log_prob": tf.float32,
+            "token_scores": tf.float32,
+            "tokens": tf.int32,
+        },
+    ),
+}
+
+
 def test_signature_outputs_are_dense_with_a_batch_dimension(exported):
     from tensorflow.core.protobuf import saved_model_pb2
 
     version_dir, _ = exported
     proto = saved_model_pb2.SavedModel()
     proto.ParseFromString((version_dir / "saved_model.pb").read_bytes())
-    signature = proto.meta_graphs[0].signature_def["serving_default"]
-    assert list(signature.inputs) == ["sentences"]
-    expected = {
-        "translation": tf.string,
-        "score": tf.float32,
-        "tokens": tf.int32,
-        "nbest_translations": tf.string,
-        "nbest_scores": tf.float32,
-        "alignment": tf.float32,
-        "source_tokens": tf.int32,
-    }
-    assert set(signature.outputs) == set(expected)
-    for name, info in signature.outputs.items():
-        assert info.dtype == expected[name].as_datatype_enum, name  # not DT_INVALID (ragged)
-        dims = [d.size for d in info.tensor_shape.dim]
-        assert dims and dims[0] == -1, (name, dims)
+    signatures = proto.meta_graphs[0].signature_def
+    assert set(signatures) - {"__saved_model_init_op"} == set(SIGNATURES)
+    for signature_name, (inputs, expected) in SIGNATURES.items():
+        signature = signatures[signature_name]
+        assert set(signature.inputs) == inputs
+        assert all(info.dtype == tf.string.as_datatype_enum for info in signature.inputs.values())
+        assert set(signature.outputs) == set(expected)
+        for name, info in signature.outputs.items():
+            assert info.dtype == expected[name].as_datatype_enum, name  # not DT_INVALID (ragged)
+            dims = [d.size for d in info.tensor_shape.dim]
+            assert dims and dims[0] == -1, (name, dims)
 
 
 def test_saved_model_cli_runs_the_signature(exported):
@@ -277,7 +296,7 @@ def test_attention_of_a_translation(number_translator):
 def test_nbest_and_alignment_outputs(exported, number_translator):
     model, tokenizer, _ = number_translator
     version_dir, pairs = exported
-    translate = tf.saved_model.load(str(version_dir)).signatures["translate"]
+    translate = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
     sentences = tf.constant([de for de, _ in pairs[:5]] + [""])  # sources of several lengths
     out = {name: value.numpy() for name, value in translate(sentences=sentences).items()}
 
@@ -331,3 +350,41 @@ def test_xla_translator_translates_as_the_exported_one(number_translator, tmp_pa
         np.testing.assert_allclose(compiled[name], plain[name], atol=1e-4, err_msg=name)
     with pytest.raises(ValueError, match="jit_compile=True cannot be saved: .* without XLA"):
         xla_translator.save(tmp_path / "xla")
+
+
+def test_prefix_and_score_signatures_answer_as_the_library(exported, number_translator):
+    """`translate` with empty prefixes answers as `serving_default`; a prefix starts the
+    translation, as kt.beam_search with its ids does; `score` gives forced decoding's scores
+    (kt.score), and for a translation it equals the score beam search reported."""
+    model, tokenizer, _ = number_translator
+    version_dir, pairs = exported
+    signatures = tf.saved_model.load(str(version_dir)).signatures
+    sentences = tf.constant([de for de, _ in pairs[:4]])
+    plain = signatures["serving_default"](sentences=sentences)
+    empty = signatures["translate"](sentences=sentences, target_prefix=tf.constant([""] * 4))
+    for name, value in plain.items():
+        np.testing.assert_array_equal(empty[name], value, err_msg=name)
+
+    prefixes = ["", "five", "seven seven", "one"]
+    prefixed = signatures["translate"](sentences=sentences, target_prefix=tf.constant(prefixes))
+    texts = [t.decode() for t in prefixed["translation"].numpy()]
+    assert all(text.startswith(prefix) for text, prefix in zip(texts, prefixes))
+    assert texts[0] == plain["translation"][0].numpy().decode() and texts[1:] != [
+        t.decode() for t in plain["translation"].numpy()[1:]
+    ]
+    prefix_ids = tokenizer.tokenize(tf.constant(prefixes), padded=True)
+    source = kt.Translator(model, tokenizer).source_ids(sentences)
+    ids, scores = kt.beam_search(model, source, target_prefix=prefix_ids)
+    width = prefixed["tokens"].shape[1]
+    np.testing.assert_array_equal(prefixed["tokens"], ids[:, 0, :width])
+    np.testing.assert_allclose(prefixed["score"], scores[:, 0], atol=1e-5)
+
+    scored = signatures["score"](sources=sentences, targets=prefixed["translation"])
+    ended = (prefixed["tokens"].numpy() == 3).any(axis=1)  # not cut at the bound: eos scored
+    assert ended.sum() >= 3
+    length = scored["tokens"].shape[1]
+    np.testing.assert_array_equal(scored["tokens"][ended], prefixed["tokens"][:, :length][ended])
+    np.testing.assert_allclose(scored["score"][ended], prefixed["score"][ended], atol=1e-4)
+    tokens, sums = kt.score(model, source, scored["tokens"])
+    np.testing.assert_allclose(scored["token_scores"], tokens, atol=1e-5)
+    np.testing.assert_allclose(scored["log_prob"], sums, atol=1e-5)
