@@ -310,7 +310,7 @@ def score(trainer, tasks):
             "checkpoint(s) averaged",
             file=sys.stderr,
         )
-        engine = tensor_engine(translator.translate, f"beam {beam}")
+        engine = tensor_engine(translator.signatures(), f"beam {beam}")
         hypotheses = scoring.translate_all(engine, [s for s, _ in pairs[split]], verbose=2)
         setting = f"beam{beam}-alpha{alpha}-avg{window}" + (
             f"-min{min_length}" if min_length else ""

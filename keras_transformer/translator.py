@@ -123,13 +123,17 @@ class Translator(tf.Module):
                 "cluster, and TensorFlow Serving runs without XLA; save one built with "
                 "jit_compile=False"
             )
-        signatures = {
+        tf.saved_model.save(self, str(directory), signatures=self.signatures())
+        return directory
+
+    def signatures(self):
+        """The SavedModel's signatures by name: `serving_default`, `translate` (with a target
+        prefix) and `score`."""
+        return {
             "serving_default": self.translate,
             "translate": self.translate_with_prefix,
             "score": self.score,
         }
-        tf.saved_model.save(self, str(directory), signatures=signatures)
-        return directory
 
     def source_ids(self, sentences):
         """Subword ids of `sentences` with eos, truncated to max_source_length, padded [B, S]."""

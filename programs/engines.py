@@ -2,13 +2,15 @@
 step checkpoint (our search, `kt.Translator`), an exported SavedModel (its own signature, as
 TensorFlow Serving runs it), or a CTranslate2 directory (`serving.ctranslate2` writes it).
 
-Each engine is a function `translate(sentences) -> [(translation, score)]` on Python strings,
-with a description of what it runs, so that `training.evaluate`, `serving.translate` and the
+Each engine translates Python strings, `translate(sentences, target_prefix=None) ->
+[(translation, score)]`, scores given translations, `score(sources, targets) -> [Scored]`, and
+says what it runs, so that `training.evaluate`, `serving.translate`, `serving.score` and the
 benchmarks pick and call engines in one way.
 """
 
 import json
 import pathlib
+import typing
 
 from programs import run_dir
 from programs.versions import latest_version
@@ -16,29 +18,84 @@ from programs.versions import latest_version
 CTRANSLATE2_LIMITS_FILE = "keras_transformer.json"  # {"max_length": the model's config.max_length}
 
 
+class Scored(typing.NamedTuple):
+    """Forced decoding of one translation: log P(Y | X) over GNMT's length penalty (`score`, as
+    beam search ranks), log P(Y | X) (`log_prob`), and each token's log-probability, eos last
+    (`token_scores`)."""
+
+    score: float
+    log_prob: float
+    token_scores: tuple
+
+
 class Engine:
-    """`translate(list of str) -> [(translation, score)]`, and what it runs."""
+    """`translate(sentences, target_prefix=None) -> [(translation, score)]` (a prefix per
+    sentence, "" for none), `score(sources, targets) -> [Scored]`, and what it runs."""
 
-    def __init__(self, translate, description):
-        self.translate, self.description = translate, description
+    def __init__(self, translate, description, score=None):
+        self.translate, self.description, self.scorer = translate, description, score
 
-    def __call__(self, sentences):
-        return self.translate(sentences)
+    def __call__(self, sentences, target_prefix=None):
+        return self.translate(sentences, target_prefix)
+
+    def score(self, sources, targets):
+        if self.scorer is None:
+            raise ValueError(f"{self.description} cannot score translations")
+        return self.scorer(sources, targets) if sources else []
 
 
-def tensor_engine(call, description):
-    """An Engine around `call(tf.string [B]) -> {"translation", "score", ...}`: a
-    `kt.Translator`'s `translate` or a SavedModel's signature."""
+def tensor_engine(signatures, description):
+    """An Engine around signatures {"serving_default": f(sentences), "translate":
+    f(sentences, target_prefix), "score": f(sources, targets)}, each answering dense tensors:
+    a `kt.Translator`'s `signatures()` or a loaded SavedModel's. One exported before the
+    `translate` signature took a prefix cannot take one (ValueError), nor score without
+    `score`."""
     import tensorflow as tf
 
-    def translate(sentences):
+    def strings(texts):
+        return tf.constant(list(texts), tf.string)
+
+    def translate(sentences, target_prefix=None):
         if not sentences:
             return []
-        outputs = call(tf.constant(list(sentences), tf.string))
+        if target_prefix is None:
+            outputs = signatures["serving_default"](sentences=strings(sentences))
+        else:
+            call = _signature(signatures, "translate", "target_prefix", description)
+            outputs = call(sentences=strings(sentences), target_prefix=strings(target_prefix))
         texts = [t.decode("utf-8", "replace") for t in outputs["translation"].numpy()]
         return list(zip(texts, (float(s) for s in outputs["score"].numpy())))
 
-    return Engine(translate, description)
+    def score(sources, targets):
+        call = _signature(signatures, "score", "sources", description)
+        outputs = {
+            k: v.numpy()
+            for k, v in call(sources=strings(sources), targets=strings(targets)).items()
+        }
+        return [
+            Scored(float(s), float(p), tuple(float(t) for t in row[ids != 0]))
+            for s, p, row, ids in zip(
+                outputs["score"], outputs["log_prob"], outputs["token_scores"], outputs["tokens"]
+            )
+        ]
+
+    return Engine(translate, description, score)
+
+
+def _signature(signatures, name, argument, description):
+    """The signature `name` if it takes `argument`; ValueError saying to export again."""
+    function = signatures[name] if name in signatures else None
+    if function is not None:
+        if hasattr(function, "structured_input_signature"):  # a loaded SavedModel's
+            inputs = set(function.structured_input_signature[1])
+        else:  # a kt.Translator's tf.function
+            inputs = {spec.name for spec in function.input_signature}
+        if argument in inputs:
+            return function
+    raise ValueError(
+        f"{description} has no {name!r} signature taking {argument!r}: it was exported by an "
+        "earlier keras-transformer; export the model again (python -m serving.export)"
+    )
 
 
 def load_engine(
@@ -68,7 +125,7 @@ def load_engine(
         if (model_path / "model.bin").is_file():
             engine = CTranslate2Translator(model_path, beam_size, alpha, extra_length)
             description = f"CTranslate2 {model_path} with {search_name(beam_size, alpha)}"
-            return Engine(engine.translate, description)
+            return Engine(engine.translate, description, engine.score)
         return saved_model_engine(model_path)
     if not model_path.is_file():
         raise ValueError(f"--model {model_path}: no such file or directory")
@@ -87,10 +144,8 @@ def saved_model_engine(model_dir):
         version_dir = latest_version(model_dir)
     except FileNotFoundError as error:
         raise ValueError(str(error)) from None
-    signature = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
-    return tensor_engine(
-        lambda sentences: signature(sentences=sentences), f"SavedModel {version_dir}"
-    )
+    signatures = tf.saved_model.load(str(version_dir)).signatures
+    return tensor_engine(signatures, f"SavedModel {version_dir}")
 
 
 def keras_engine(model_path, tokenizer_path, beam_size, alpha, extra_length, sampling, jit_compile):
@@ -119,7 +174,7 @@ def keras_engine(model_path, tokenizer_path, beam_size, alpha, extra_length, sam
     else:
         search = search_name(beam_size, alpha)
     return tensor_engine(
-        translator.translate, f"{model_path} with {search}{', XLA' if jit_compile else ''}"
+        translator.signatures(), f"{model_path} with {search}{', XLA' if jit_compile else ''}"
     )
 
 
@@ -156,43 +211,74 @@ class CTranslate2Translator:
         self.max_length = limits["max_length"]
         self.beam_size, self.alpha, self.extra_length = beam_size, alpha, extra_length
 
-    def tokenize(self, sentences):
-        """Source pieces, at most max_length - 1 of them (eos comes after)."""
+    def tokenize(self, sentences, limit=None):
+        """Pieces of each sentence, at most `limit` of them (default max_length - 1: source
+        pieces, eos comes after)."""
         from keras_transformer.tokenizer import normalize_text
 
-        return [
-            self.processor.encode(normalize_text(s), out_type=str)[: self.max_length - 1]
-            for s in sentences
-        ]
+        limit = self.max_length - 1 if limit is None else limit
+        return [self.processor.encode(normalize_text(s), out_type=str)[:limit] for s in sentences]
 
-    def translate_pieces(self, pieces):
-        """[(pieces, score)] for lists of source pieces: the best hypothesis and its
-        log P(Y) / lp(Y)."""
+    def translate_pieces(self, pieces, prefixes=None):
+        """[(pieces, score)] for lists of source pieces, each translation starting with its
+        list of `prefixes` pieces (if given): the best hypothesis and its log P(Y) / lp(Y).
+        CTranslate2 leaves the prefix's log-probability out of a hypothesis's score; it is
+        added back (`score_batch`), since our searches count it."""
         bound = min(max(len(p) for p in pieces) + 1 + self.extra_length, self.max_length)
         results = self.translator.translate_batch(
             pieces,
+            target_prefix=prefixes,
             beam_size=self.beam_size,
             num_hypotheses=self.beam_size,
             length_penalty=0.0,  # raw log-probabilities: GNMT's penalty is applied below
             return_scores=True,
             max_input_length=0,  # cut by tokenize
-            max_decoding_length=bound,  # tokens with eos, or cut at the bound without it
+            max_decoding_length=bound,  # tokens with eos (and the prefix), or cut at the bound
         )
+        prefix_log_probs = self.prefix_log_probs(pieces, prefixes)
         best = []
-        for result in results:
+        for result, prefix_log_prob in zip(results, prefix_log_probs):
             scored = [
-                (score / ((5.0 + min(len(tokens) + 1, bound)) / 6.0) ** self.alpha, tokens)
+                (
+                    (score + prefix_log_prob)
+                    / ((5.0 + min(len(tokens) + 1, bound)) / 6.0) ** self.alpha,
+                    tokens,
+                )
                 for tokens, score in zip(result.hypotheses, result.scores)
             ]
             score, tokens = max(scored, key=lambda pair: pair[0])
             best.append((tokens, score))
         return best
 
-    def translate(self, sentences):
-        """[(translation, score)] for a list of strings."""
+    def prefix_log_probs(self, pieces, prefixes):
+        """log P(prefix | source) of each sentence (0 without one), eos left out."""
+        if not prefixes or not any(prefixes):
+            return [0.0] * len(pieces)
+        results = self.translator.score_batch(pieces, [p or [] for p in prefixes])
+        return [sum(r.log_probs[:-1]) if p else 0.0 for r, p in zip(results, prefixes)]
+
+    def translate(self, sentences, target_prefix=None):
+        """[(translation, score)] for a list of strings, each starting with its string of
+        `target_prefix` (a list, "" for none) if given."""
         if not sentences:
             return []
+        prefixes = None
+        if target_prefix is not None:
+            prefixes = [p or None for p in self.tokenize(target_prefix, self.max_length)]
         return [
             (self.processor.decode_pieces(tokens), score)
-            for tokens, score in self.translate_pieces(self.tokenize(sentences))
+            for tokens, score in self.translate_pieces(self.tokenize(sentences), prefixes)
         ]
+
+    def score(self, sources, targets):
+        """[Scored] for lists of source strings and their translations (eos added, targets cut
+        to max_length - 1 pieces), with CTranslate2's `score_batch`."""
+        results = self.translator.score_batch(
+            self.tokenize(sources), self.tokenize(targets), max_input_length=0
+        )
+        scored = []
+        for result in results:
+            log_prob = float(sum(result.log_probs))
+            length_penalty = ((5.0 + len(result.log_probs)) / 6.0) ** self.alpha
+            scored.append(Scored(log_prob / length_penalty, log_prob, tuple(result.log_probs)))
+        return scored

@@ -4,6 +4,7 @@
 --output       the file or directory a program writes  --model       a trained model (kinds below)
 --tokenizer    a sentencepiece model                   --data-dir    where corpora are kept
 --source       a file of sentences, one per line       --beam-size, --alpha, --extra-length: §6.1
+--target       their translations, one per line        --target-prefix  how translations start
 """
 
 import argparse
@@ -171,6 +172,42 @@ def add_source(parser):
         default=None,
         help="a UTF-8 file of source sentences, one per line",
     )
+
+
+def add_target_prefix(parser):
+    parser.add_argument(
+        "--target-prefix",
+        default=None,
+        metavar="TEXT",
+        help="every translation starts with TEXT and goes on from it (interactive or "
+        "constrained translation); its log-probabilities count in the score",
+    )
+
+
+def add_targets(parser, required=False):
+    parser.add_argument(
+        "--target",
+        type=pathlib.Path,
+        default=None,
+        required=required,
+        help="a UTF-8 file of translations of the source sentences, one per line, to score "
+        "(forced decoding: log P(translation | source))",
+    )
+
+
+def read_targets(args, sources):
+    """The lines of --target, one per source sentence; ValueError naming the files when the
+    counts differ."""
+    try:
+        targets = split_lines(args.target.read_bytes())
+    except OSError as error:
+        raise ValueError(f"--target {args.target}: {error.strerror or error}") from error
+    if len(targets) != len(sources):
+        raise ValueError(
+            f"--target {args.target} has {len(targets)} lines for {len(sources)} source "
+            "sentences: give one translation per source line"
+        )
+    return targets
 
 
 def add_scores(parser):

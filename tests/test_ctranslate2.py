@@ -8,6 +8,7 @@ import ctranslate2
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from conftest import run_python
 
 import keras_transformer as kt
@@ -87,6 +88,33 @@ def test_greedy_and_beam_translations_equal_ours(number_translator, converted_nu
         # CTranslate2's CPU kernels use vectorized approximations of exp and log: on this
         # model's near-certain tokens its scores differed from ours by up to 3.6e-4 relative.
         assert ct2_beam[i][1] == pytest.approx(float(scores[i, 0]), rel=1e-3), sources[i]
+
+
+def test_prefixed_translations_and_scores_equal_ours(number_translator, converted_numbers):
+    """With target prefixes, CTranslate2 (float32) gives the translations and scores of our
+    Translator (the graph the SavedModel exports; the prefix's log-probabilities counted in
+    both), and its score_batch the token log-probabilities of our score signature."""
+    model, tokenizer, pairs = number_translator
+    sources = [source for source, _ in pairs[:8]]
+    prefixes = ["", "one", "two", "", "three four", "five", "", "nine"]
+    translator = kt.Translator(model, tokenizer, beam_size=4, alpha=0.6)
+    ours = translator.translate_with_prefix(tf.constant(sources), tf.constant(prefixes))
+    engine = CTranslate2Translator(converted_numbers[1], beam_size=4, alpha=0.6)
+    theirs = engine.translate(sources, prefixes)
+    texts = [t.decode() for t in ours["translation"].numpy()]
+    assert [text for text, _ in theirs] == texts
+    assert all(text.startswith(prefix) for text, prefix in zip(texts, prefixes))
+    np.testing.assert_allclose([s for _, s in theirs], ours["score"], rtol=1e-3)
+
+    scored = translator.score(tf.constant(sources), tf.constant(texts))
+    for ct2, token_scores, tokens, score in zip(
+        engine.score(sources, texts),
+        scored["token_scores"].numpy(),
+        scored["tokens"].numpy(),
+        scored["score"].numpy(),
+    ):
+        np.testing.assert_allclose(ct2.token_scores, token_scores[tokens != 0], atol=1e-4)
+        assert ct2.score == pytest.approx(float(score), abs=1e-4)
 
 
 def run(*args):

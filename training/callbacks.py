@@ -295,7 +295,7 @@ class TranslationMonitor(keras.callbacks.Callback):
 
         translator = kt.Translator(self.model, self.tokenizer, beam_size=1)
         self.translator = translator
-        self.translate = tensor_engine(translator.translate, "greedy search")
+        self.translate = tensor_engine(translator.signatures(), "greedy search")
 
     def on_epoch_end(self, epoch, logs=None):
         if not self.pairs:

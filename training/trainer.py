@@ -497,7 +497,7 @@ class Trainer:
         )
         output = plan.run_dir / f"translations.{plan.test_split}.txt"
         scores = scoring.evaluate(
-            tensor_engine(translator.translate, search), self.test_pairs, output
+            tensor_engine(translator.signatures(), search), self.test_pairs, output
         )
         version_dir = export_for_serving(translator, plan.export_dir)
         print(f"SavedModel exported to {version_dir}")
