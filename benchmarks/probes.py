@@ -101,7 +101,7 @@ def saved_model(directory, repeats, intra_op_threads, sentences_file=None):
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
     tf.config.threading.set_intra_op_parallelism_threads(int(intra_op_threads))
-    translate = tf.saved_model.load(directory).signatures["translate"]
+    translate = tf.saved_model.load(directory).signatures["serving_default"]
     sentences = [PROBE_SENTENCE] * 32
     if sentences_file:
         with open(sentences_file, encoding="utf-8") as lines:

@@ -27,6 +27,14 @@ class Scored(typing.NamedTuple):
     log_prob: float
     token_scores: tuple
 
+    def line(self, normalized=False, tokens=False):
+        """One line of text: log P (or the normalised score), then the token scores if asked,
+        tab-separated."""
+        line = f"{self.score if normalized else self.log_prob:.6f}"
+        if tokens:
+            line += "\t" + " ".join(f"{value:.6f}" for value in self.token_scores)
+        return line
+
 
 class Engine:
     """`translate(sentences, target_prefix=None) -> [(translation, score)]` (a prefix per

@@ -115,14 +115,18 @@ def add_search(parser):
     parser.add_argument(
         "--beam-size", type=int, default=4, help="beam width; 1: greedy search (§6.1: 4)"
     )
-    parser.add_argument(
-        "--alpha", type=float, default=0.6, help="length penalty ((5+|Y|)/6)^alpha (§6.1: 0.6)"
-    )
+    add_alpha(parser)
     parser.add_argument(
         "--extra-length",
         type=int,
         default=50,
         help="a translation is at most source length + this many tokens (§6.1: 50)",
+    )
+
+
+def add_alpha(parser):
+    parser.add_argument(
+        "--alpha", type=float, default=0.6, help="length penalty ((5+|Y|)/6)^alpha (§6.1: 0.6)"
     )
 
 
@@ -165,11 +169,12 @@ def add_sentences(parser):
     add_source(parser)
 
 
-def add_source(parser):
+def add_source(parser, required=False):
     parser.add_argument(
         "--source",
         type=pathlib.Path,
         default=None,
+        required=required,
         help="a UTF-8 file of source sentences, one per line",
     )
 
@@ -195,13 +200,25 @@ def add_targets(parser, required=False):
     )
 
 
+def add_score_format(parser):
+    """How scores are written: log P, or over the length penalty; token scores too."""
+    parser.add_argument(
+        "--normalized",
+        action="store_true",
+        help="write log P over GNMT's length penalty ((5 + |Y|) / 6)^alpha, the score beam "
+        "search ranks by (alpha: --alpha, or a SavedModel's own), instead of log P",
+    )
+    parser.add_argument(
+        "--tokens",
+        action="store_true",
+        help="after each score, the log-probability of each target token, eos last",
+    )
+
+
 def read_targets(args, sources):
     """The lines of --target, one per source sentence; ValueError naming the files when the
     counts differ."""
-    try:
-        targets = split_lines(args.target.read_bytes())
-    except OSError as error:
-        raise ValueError(f"--target {args.target}: {error.strerror or error}") from error
+    targets = read_lines(args.target, "--target")
     if len(targets) != len(sources):
         raise ValueError(
             f"--target {args.target} has {len(targets)} lines for {len(sources)} source "
@@ -251,11 +268,17 @@ def read_sentences(args, stdin):
             s.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for s in args.sentences
         ]
     if args.source:
-        try:
-            return split_lines(args.source.read_bytes())
-        except OSError as error:
-            raise ValueError(f"--source {args.source}: {error.strerror or error}") from error
+        return read_lines(args.source, "--source")
     return split_lines(stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read())
+
+
+def read_lines(path, flag):
+    """The lines of the file `path` (`split_lines`); ValueError naming `flag` and the file
+    when it cannot be read."""
+    try:
+        return split_lines(pathlib.Path(path).read_bytes())
+    except OSError as error:
+        raise ValueError(f"{flag} {path}: {error.strerror or error}") from error
 
 
 def split_lines(text):

@@ -4,6 +4,8 @@ metadata.
     python -m serving.client "Guten Morgen." "Wo ist der Bahnhof?"          # REST, localhost:8501
     python -m serving.client --protocol grpc --source sentences.de.txt     # gRPC, localhost:8500
     echo "Guten Morgen." | python -m serving.client --scores
+    python -m serving.client --target-prefix "Good" "Guten Morgen."    # the translate signature
+    python -m serving.client --source de.txt --target en.txt          # score translations
     python -m serving.client --status          # or --metadata
 
 In Python:
@@ -11,6 +13,8 @@ In Python:
     client = RestClient("localhost", model="transformer")   # or GrpcClient(...)
     for result in client.translate(["Guten Morgen."]):
         print(result.score, result.translation, result.nbest, result.alignment)
+    client.translate(["Guten Morgen."], target_prefix=["Good"])   # each starts with its prefix
+    client.score(["Guten Morgen."], ["Good morning."])            # [Scored(score, log_prob, ...)]
 
 REST follows TensorFlow Serving's REST API (row-format `instances` requests); gRPC its
 `PredictionService` and `ModelService` with the `tensorflow-serving-api` protos. A call gives up
@@ -28,8 +32,13 @@ import urllib.parse
 import urllib.request
 
 from programs import console, flags
+from programs.engines import Scored
 
 SIGNATURE = "serving_default"
+PREFIX_SIGNATURE = "translate"  # serving_default's outputs, with a target_prefix input too
+SCORE_SIGNATURE = "score"
+TRANSLATION_OUTPUTS = ("translation", "score")
+SCORE_OUTPUTS = ("score", "log_prob", "token_scores", "tokens")
 MAX_REQUEST_BYTES = 4 << 20
 BATCH_SIZE = 32  # serving/batching.config's max_batch_size: the server refuses larger requests
 
@@ -133,35 +142,63 @@ class TranslationClient:
     def target(self):
         return f"{self.host}:{self.port}"
 
-    def translate(self, sentences):
-        """Translations with their scores, one per sentence, in order; sent `batch_size`
+    def translate(self, sentences, target_prefix=None):
+        """Translations with their scores, one per sentence, in order; with `target_prefix`
+        (one string per sentence, "" for none) each starts with its prefix (the `translate`
+        signature, unless another than serving_default was chosen). Sent `batch_size`
         sentences a request, and nothing is sent unless every request is within the size limit."""
-        sentences = list(sentences)
-        if not sentences:
-            raise ValueError("nothing to translate: give at least one sentence")
-        for index, sentence in enumerate(sentences):
-            if not isinstance(sentence, str):
-                raise TypeError(f"sentence {index} is a {type(sentence).__name__}, not a str")
-        batches = [
-            sentences[start : start + self.batch_size]
-            for start in range(0, len(sentences), self.batch_size)
+        inputs = {"sentences": _strings(sentences, "sentence")}
+        signature = self.signature
+        if target_prefix is not None:
+            inputs["target_prefix"] = _strings(target_prefix, "target prefix", len(sentences))
+            signature = PREFIX_SIGNATURE if signature == SIGNATURE else signature
+        rows = self._answers(signature, inputs, TRANSLATION_OUTPUTS)
+        return [self._translation(row) for row in rows]
+
+    def score(self, sources, targets):
+        """Forced decoding of each target given its source (the `score` signature): a
+        `Scored` (score over the length penalty, log P, token log-probabilities) per pair."""
+        inputs = {
+            "sources": _strings(sources, "source"),
+            "targets": _strings(targets, "target", len(sources)),
+        }
+        return [
+            Scored(
+                float(row["score"]),
+                float(row["log_prob"]),
+                tuple(float(v) for v, t in zip(row["token_scores"], row["tokens"]) if int(t)),
+            )
+            for row in self._answers(SCORE_SIGNATURE, inputs, SCORE_OUTPUTS)
         ]
-        requests = [self._predict_request(batch) for batch in batches]
+
+    def _answers(self, signature, inputs, outputs):
+        """The answer rows of `signature` for `inputs` (equal lists by input name), each with
+        `outputs`, in `batch_size` requests all checked against the size limit first."""
+        count = len(next(iter(inputs.values())))
+        batches = [
+            {name: values[start : start + self.batch_size] for name, values in inputs.items()}
+            for start in range(0, count, self.batch_size)
+        ]
+        requests = [self._predict_request(signature, batch) for batch in batches]
         for batch, (_, size) in zip(batches, requests):
             if size > self.max_request_bytes:
                 raise ValueError(
-                    f"the request for {len(batch)} sentences is {size} bytes, over the limit of "
-                    f"{self.max_request_bytes} bytes; send fewer or shorter sentences per request"
+                    f"the request for {len(next(iter(batch.values())))} sentences is {size} "
+                    f"bytes, over the limit of {self.max_request_bytes} bytes; send fewer or "
+                    "shorter sentences per request"
                 )
-        results = []
+        rows = []
         for batch, (request, _) in zip(batches, requests):
-            rows = self._call(lambda timeout, request=request: self._predict(request, timeout))
-            if len(rows) != len(batch):
+            answer = self._call(
+                lambda timeout, request=request: self._predict(request, timeout, outputs)
+            )
+            sent = len(next(iter(batch.values())))
+            if len(answer) != sent:
                 raise ServingError(
-                    f"{self.target} answered {len(rows)} translations for {len(batch)} sentences"
+                    f"{self.target} answered {len(answer)} translations for {sent} sentences"
                 )
-            results += [self._translation(row) for row in rows]
-        return results
+            rows += answer
+        return rows
 
     @property
     def endpoint(self):
@@ -225,18 +262,23 @@ class RestClient(TranslationClient):
             url += f"/labels/{urllib.parse.quote(self.label, safe='')}"
         return url + suffix
 
-    def _predict_request(self, sentences):
-        body = json.dumps({"signature_name": self.signature, "instances": sentences}).encode(
-            "utf-8"
+    def _predict_request(self, signature, inputs):
+        """The row format: a list of values for one input, else one object per sentence."""
+        names = list(inputs)
+        rows = (
+            inputs[names[0]]
+            if len(names) == 1
+            else [dict(zip(names, row)) for row in zip(*inputs.values())]
         )
+        body = json.dumps({"signature_name": signature, "instances": rows}).encode("utf-8")
         return body, len(body)
 
-    def _predict(self, body, timeout):
+    def _predict(self, body, timeout, outputs):
         answer = self._http(self._url(":predict"), body, timeout)
         try:
             predictions = answer["predictions"]
-            if not all("translation" in p and "score" in p for p in predictions):
-                raise KeyError("translation")
+            if not all(all(name in p for name in outputs) for p in predictions):
+                raise KeyError(outputs[0])
             return predictions
         except (KeyError, TypeError) as error:
             raise ServingError(
@@ -324,25 +366,29 @@ class GrpcClient(TranslationClient):
         elif self.label is not None:
             spec.version_label = self.label
 
-    def _predict_request(self, sentences):
+    def _predict_request(self, signature, inputs):
         import tensorflow as tf
         from tensorflow_serving.apis import predict_pb2
 
         request = predict_pb2.PredictRequest()
-        self._model_spec(request.model_spec, self.signature)
-        request.inputs["sentences"].CopyFrom(tf.make_tensor_proto(sentences, dtype=tf.string))
+        self._model_spec(request.model_spec, signature)
+        for name, values in inputs.items():
+            request.inputs[name].CopyFrom(tf.make_tensor_proto(values, dtype=tf.string))
         return request, request.ByteSize()
 
-    def _predict(self, request, timeout):
+    def _predict(self, request, timeout, outputs):
         import tensorflow as tf
 
         response = self._rpc(self._predictions.Predict, request, timeout)
-        if "translation" not in response.outputs or "score" not in response.outputs:
-            raise ServingError(f"{self.target}: the answer has no translation and score outputs")
-        outputs = {name: tf.make_ndarray(proto) for name, proto in response.outputs.items()}
+        if not all(name in response.outputs for name in outputs):
+            raise ServingError(
+                f"{self.target}: the answer lacks one of the outputs {', '.join(outputs)} "
+                f"(signature {request.model_spec.signature_name!r})"
+            )
+        answer = {name: tf.make_ndarray(proto) for name, proto in response.outputs.items()}
         return [
-            {name: value[row] for name, value in outputs.items()}
-            for row in range(len(outputs["translation"]))
+            {name: value[row] for name, value in answer.items()}
+            for row in range(len(answer[outputs[0]]))
         ]
 
     def _status(self, timeout):
@@ -385,6 +431,20 @@ class GrpcClient(TranslationClient):
             raise ServingError(
                 f"{self.target}: {code.name}: {error.details()}", code=code.name
             ) from error
+
+
+def _strings(values, what, count=None):
+    """`values` as a list of str, `count` of them if given; ValueError or TypeError naming
+    `what` otherwise."""
+    values = list(values)
+    if not values:
+        raise ValueError(f"nothing to translate: give at least one {what}")
+    for index, value in enumerate(values):
+        if not isinstance(value, str):
+            raise TypeError(f"{what} {index} is a {type(value).__name__}, not a str")
+    if count is not None and len(values) != count:
+        raise ValueError(f"{len(values)} {what}s for {count} sentences: give one each")
+    return values
 
 
 def _as_json(message):
@@ -437,6 +497,9 @@ def build_parser():
     )
     flags.add_batch_size(parser, BATCH_SIZE)
     flags.add_scores(parser)
+    flags.add_target_prefix(parser)
+    flags.add_targets(parser)
+    flags.add_score_format(parser)
     action = parser.add_mutually_exclusive_group()
     action.add_argument(
         "--status", action="store_true", help="print the model's version status (JSON)"
@@ -473,7 +536,12 @@ def main(argv=None, stdin=None):
             raise ValueError(
                 "nothing to translate: give sentences as arguments, with --source, or on stdin"
             )
-        for result in client.translate(sentences):
+        if args.target:
+            for scored in client.score(sentences, flags.read_targets(args, sentences)):
+                print(scored.line(args.normalized, args.tokens))
+            return
+        prefixes = None if args.target_prefix is None else [args.target_prefix] * len(sentences)
+        for result in client.translate(sentences, prefixes):
             print(
                 f"{result.score:.4f}\t{result.translation}" if args.scores else result.translation
             )

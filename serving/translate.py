@@ -4,6 +4,7 @@ or a .keras model.
 python -m serving.translate --model exports/transformer "Guten Morgen."
 echo "Guten Morgen." | python -m serving.translate --model exports/transformer
 python -m serving.translate --model exports/ct2 "Guten Morgen."
+python -m serving.translate --model exports/transformer --target-prefix "Good" "Guten Morgen."
 """
 
 import sys
@@ -16,6 +17,7 @@ def build_parser():
     flags.add_model(parser, "saved_model", "ctranslate2", "keras", "checkpoint")
     flags.add_search(parser)
     flags.add_scores(parser)
+    flags.add_target_prefix(parser)
     flags.add_sentences(parser)
     return parser
 
@@ -32,7 +34,12 @@ def main(argv=None, stdin=None):
         )
     except ValueError as error:
         console.fail(error)
-    for translation, score in engine(sentences):
+    prefixes = None if args.target_prefix is None else [args.target_prefix] * len(sentences)
+    try:
+        translations = engine(sentences, prefixes)
+    except ValueError as error:  # an export without the prefixed signature
+        console.fail(error)
+    for translation, score in translations:
         print(f"{score:.4f}\t{translation}" if args.scores else translation)
 
 

@@ -104,6 +104,6 @@ def test_weights_trained_under_jax_are_translated_and_exported_by_tensorflow(tok
     sentences = tf.constant(["Das Haus ist groß.", "Der Hund schläft."])
     expected = translator.translate(sentences)
     exported = tf.saved_model.load(str(translator.save(tmp_path / "export")))
-    answer = exported.signatures["translate"](sentences)
+    answer = exported.signatures["serving_default"](sentences)
     np.testing.assert_array_equal(answer["tokens"].numpy(), expected["tokens"].numpy())
     assert answer["translation"].numpy().tolist() == expected["translation"].numpy().tolist()

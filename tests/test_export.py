@@ -54,6 +54,62 @@ def test_translates_exactly_from_a_fresh_process(exported, tmp_path):
         "-m", "serving.translate", "--model", str(version_dir), stdin=pairs[0][0] + "\n"
     )
     assert piped.splitlines() == [pairs[0][1]]
+    other_start = (
+        pairs[1][1].split()[0] if pairs[1][1].split()[0] != pairs[0][1].split()[0] else "zero"
+    )
+    prefixed = run_python(
+        "-m",
+        "serving.translate",
+        "--model",
+        str(version_dir),
+        "--target-prefix",
+        other_start,
+        pairs[0][0],
+    )
+    assert prefixed.startswith(other_start + " ") and prefixed.strip() != pairs[0][1]
+
+
+def test_score_program(exported, tmp_path):
+    """serving.score writes one score per line of --target (the SavedModel's score signature),
+    normalised or not, with token scores; a --target out of line with --source, or missing, is
+    refused in one line."""
+    version_dir, pairs = exported
+    (tmp_path / "de.txt").write_text("".join(f"{de}\n" for de, _ in pairs[:5]))
+    (tmp_path / "en.txt").write_text("".join(f"{en}\n" for _, en in pairs[:5]))
+    (tmp_path / "short.txt").write_text(pairs[0][1] + "\n")
+    files = ["--source", str(tmp_path / "de.txt"), "--target", str(tmp_path / "en.txt")]
+    output = tmp_path / "scores.txt"
+    run_python(
+        "-m",
+        "serving.score",
+        "--model",
+        str(version_dir),
+        *files,
+        "--tokens",
+        "--output",
+        str(output),
+    )
+    score = tf.saved_model.load(str(version_dir)).signatures["score"]
+    expected = score(
+        sources=tf.constant([de for de, _ in pairs[:5]]),
+        targets=tf.constant([en for _, en in pairs[:5]]),
+    )
+    lines = [line.split("\t") for line in output.read_text().splitlines()]
+    np.testing.assert_allclose([float(s) for s, _ in lines], expected["log_prob"], atol=1e-5)
+    for (_, tokens), row in zip(lines, expected["token_scores"].numpy()):
+        np.testing.assert_allclose([float(t) for t in tokens.split()], row[row != 0], atol=1e-5)
+    normalized = run_python(
+        "-m", "serving.score", "--model", str(version_dir), *files, "--normalized"
+    )
+    np.testing.assert_allclose([float(s) for s in normalized.split()], expected["score"], atol=1e-5)
+    for argv, status, message in (
+        (files[:3] + [str(tmp_path / "short.txt")], 1, "has 1 lines for 5 source sentences"),
+        (files[:2], 2, "the following arguments are required: --target"),
+    ):
+        failed = conftest_run_python(
+            "-m", "serving.score", "--model", str(version_dir), *argv, status=status
+        )
+        assert message in failed.stderr and "Traceback" not in failed.stderr
 
 
 OP_SCRIPT = textwrap.dedent(

@@ -58,7 +58,7 @@ def test_notebook_runs_headless(tmp_path, monkeypatch):
     (export,) = tagged(notebook, "export")
     assert "http://localhost:8501/v1/models/transformer:predict" in text_of(export)
     request = json.loads(re.search(r"curl -d '(.*)' ", text_of(export)).group(1))
-    assert request["signature_name"] == "translate" and len(request["instances"]) == 2
+    assert request["signature_name"] == "serving_default" and len(request["instances"]) == 2
     work = tmp_path / "transformer-colab"
     assert (work / "exports" / "transformer" / "1" / "saved_model.pb").is_file()
     assert list((work / "logs" / "train").glob("events.out.tfevents.*"))

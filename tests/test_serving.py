@@ -103,11 +103,14 @@ def test_rest_status_and_metadata(server):
     assert status == 200
     assert answer["model_spec"] == {"name": "numbers", "signature_name": "", "version": "1"}
     signatures = answer["metadata"]["signature_def"]["signature_def"]
-    assert {"serving_default", "translate"} <= set(signatures)
+    assert {"serving_default", "translate", "score"} <= set(signatures)
     translate = signatures["translate"]
     assert translate["method_name"] == "tensorflow/serving/predict"
-    assert translate["inputs"]["sentences"]["dtype"] == "DT_STRING"
-    assert translate["inputs"]["sentences"]["tensor_shape"]["dim"] == [{"size": "-1", "name": ""}]
+    assert set(translate["inputs"]) == {"sentences", "target_prefix"}
+    for name in ("sentences", "target_prefix"):
+        assert translate["inputs"][name]["dtype"] == "DT_STRING"
+        assert translate["inputs"][name]["tensor_shape"]["dim"] == [{"size": "-1", "name": ""}]
+    assert set(signatures["score"]["inputs"]) == {"sources", "targets"}
     assert {name: output["dtype"] for name, output in translate["outputs"].items()} == {
         "translation": "DT_STRING",
         "score": "DT_FLOAT",
@@ -138,7 +141,10 @@ def test_rest_predict_row_and_columnar(server):
     named = http(
         server,
         "/v1/models/numbers:predict",
-        {"signature_name": "translate", "instances": [{"sentences": s} for s in german]},
+        {
+            "signature_name": "translate",
+            "instances": [{"sentences": s, "target_prefix": ""} for s in german],
+        },
     )[1]
     assert named == rows
 
@@ -229,6 +235,8 @@ def test_grpc_predict_and_metadata(server):
             model_spec=model_pb2.ModelSpec(name="numbers", signature_name="translate")
         )
         request.inputs["sentences"].CopyFrom(tf.make_tensor_proto(list(german), dtype=tf.string))
+        prefixes = tf.make_tensor_proto([""] * len(german), dtype=tf.string)
+        request.inputs["target_prefix"].CopyFrom(prefixes)
         response = stub.Predict(request, timeout=60)
         assert [t.decode() for t in tf.make_ndarray(response.outputs["translation"])] == list(
             english
@@ -288,6 +296,19 @@ def test_client_translates_and_reports(server, kind):
         r.translation for r in client_for(server, kind, batch_size=4).translate(german)
     ] == list(english)
     assert server.calls - calls == 2  # 6 sentences, at most 4 a request
+
+    # A target prefix (the translate signature) and scores (the score signature).
+    prefixes = ["zero"] + [""] * (len(german) - 1)
+    prefixed = client_for(server, kind, label="stable").translate(german, target_prefix=prefixes)
+    assert prefixed[0].translation.startswith("zero ") and prefixed[0].translation != english[0]
+    assert [r.translation for r in prefixed[1:]] == list(english[1:])
+    scored = client_for(server, kind, label="stable").score(german, english)
+    beam = client_for(server, kind, label="stable").translate(german)
+    np.testing.assert_allclose([s.score for s in scored], [r.score for r in beam], atol=1e-4)
+    assert [len(s.token_scores) for s in scored] == [len(r.tokens) for r in beam]
+    np.testing.assert_allclose(
+        [s.log_prob for s in scored], [sum(s.token_scores) for s in scored], atol=1e-4
+    )
 
     # Status and metadata in the REST JSON form, whichever the protocol.
     assert client_for(server, kind).status() == http(server, "/v1/models/numbers")[1]
@@ -405,6 +426,18 @@ def test_command_line(server, capsys, tmp_path):
     serving_client.main([*rest, "--status"])
     assert json.loads(capsys.readouterr().out)["model_version_status"][0]["version"] == "2"
 
+    serving_client.main([*rest, "--target-prefix", "zero", german[0]])
+    assert capsys.readouterr().out.startswith("zero ")
+    (tmp_path / "en.txt").write_text("\n".join(english) + "\n", encoding="utf-8")
+    (tmp_path / "short.txt").write_text(english[0] + "\n", encoding="utf-8")
+    files = ["--source", str(tmp_path / "de.txt"), "--target", str(tmp_path / "en.txt")]
+    serving_client.main([*rest, *files, "--tokens"])
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert len(lines) == len(german) and all(float(total) < 0 for total, _ in lines)
+    assert [float(total) for total, _ in lines] == pytest.approx(
+        [sum(map(float, tokens.split())) for _, tokens in lines], abs=1e-4
+    )
+
     for arguments, stdin, message in [
         (rest, "", "nothing to translate: give sentences as arguments, with --source, or on stdin"),
         (
@@ -413,6 +446,11 @@ def test_command_line(server, capsys, tmp_path):
             r"--source .*missing.txt: No such file or directory",
         ),
         ([*rest, "--model-name", "words", "eins"], "", r"HTTP 404: Servable not found"),
+        (
+            [*rest, *files[:3], str(tmp_path / "short.txt")],
+            "",
+            r"--target .*short.txt has 1 lines for 6 source sentences",
+        ),
     ]:
         with pytest.raises(SystemExit) as exit_info:
             serving_client.main(arguments, stdin=io.StringIO(stdin))

@@ -1,0 +1,47 @@
+"""Score translations (forced decoding): log P(translation | source) of each line of --target
+given the same line of --source, with an exported model (its `score` signature), a CTranslate2
+model (score_batch) or a .keras model; one score per line.
+
+python -m serving.score --model exports/transformer --source de.txt --target en.txt
+python -m serving.score --model runs/demo/model.keras --source de.txt --target en.txt --tokens
+"""
+
+import sys
+
+from programs import console, flags
+
+
+def build_parser():
+    parser = flags.parser(__doc__, "serving.score")
+    flags.add_model(parser, "saved_model", "ctranslate2", "keras", "checkpoint")
+    flags.add_source(parser, required=True)
+    flags.add_targets(parser, required=True)
+    flags.add_score_format(parser)
+    flags.add_alpha(parser)
+    flags.add_output(parser, "the scores (default: standard output)")
+    return parser
+
+
+@console.program
+def main(argv=None):
+    args = flags.parse(build_parser(), argv)
+    from programs.engines import load_engine
+    from programs.files import write_text_atomically
+
+    try:
+        sources = flags.read_lines(args.source, "--source")
+        targets = flags.read_targets(args, sources)
+        engine = load_engine(args.model, args.tokenizer, alpha=args.alpha)
+        scored = engine.score(sources, targets)
+    except ValueError as error:
+        console.fail(error)
+    lines = [result.line(args.normalized, args.tokens) + "\n" for result in scored]
+    if args.output:
+        write_text_atomically(args.output, "".join(lines))
+        print(f"wrote {len(lines)} scores to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write("".join(lines))
+
+
+if __name__ == "__main__":
+    main()
