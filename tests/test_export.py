@@ -444,3 +444,22 @@ def test_prefix_and_score_signatures_answer_as_the_library(exported, number_tran
     tokens, sums = kt.score(model, source, scored["tokens"])
     np.testing.assert_allclose(scored["token_scores"], tokens, atol=1e-5)
     np.testing.assert_allclose(scored["log_prob"], sums, atol=1e-5)
+
+
+def test_an_export_without_the_new_signatures_says_to_export_again(exported):
+    """An export whose `translate` takes sentences alone (before target prefixes) and has no
+    `score` signature: a prefix or a score is refused, naming what to do; plain translation
+    works."""
+    from programs.engines import tensor_engine
+
+    version_dir, pairs = exported
+    loaded = tf.saved_model.load(str(version_dir)).signatures
+    old = {"serving_default": loaded["serving_default"], "translate": loaded["serving_default"]}
+    engine = tensor_engine(old, "SavedModel old/1")
+    assert engine([pairs[0][0]])[0][0] == pairs[0][1]
+    with pytest.raises(
+        ValueError, match="old/1 has no 'translate' signature taking 'target_prefix'"
+    ):
+        engine([pairs[0][0]], ["one"])
+    with pytest.raises(ValueError, match="no 'score' signature .* export the model again"):
+        engine.score([pairs[0][0]], [pairs[0][1]])
