@@ -20,6 +20,7 @@ from keras_transformer.losses import (  # noqa: E402
 )
 from keras_transformer.model import Transformer, build_transformer  # noqa: E402
 from keras_transformer.optimization import TransformerSchedule, create_optimizer  # noqa: E402
+from keras_transformer.vocabulary import update_vocabulary  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -79,4 +80,5 @@ __all__ = [
     "layers",
     "masked_accuracy",
     "sample",
+    "update_vocabulary",
 ]
