@@ -47,21 +47,21 @@ def model_config(path):
     return config
 
 
-def fine_tuning_config(plan, vocab_size, recorded):
-    """The run's config: the run's own (`recorded`, from run.json) or the model's, or --preset,
-    with --set and --tokens-per-batch, sized to `vocab_size`. A new run whose architecture
-    differs from the model's is refused, naming each field with both values."""
+def fine_tuning_config(plan, base, vocab_size, recorded):
+    """The run's config: `base` (the model's config, or the run's own once `recorded` in
+    run.json) or --preset, with --set and --tokens-per-batch, sized to `vocab_size`. A new run
+    whose architecture differs from the model's is refused, naming each field with both
+    values."""
     import keras_transformer as kt
 
-    model = model_config(plan.init_from) if not recorded else recorded
     overrides = {**plan.config_overrides, "vocab_size": vocab_size}
     if plan.preset:
         config = kt.TransformerConfig.preset(plan.preset, **overrides)
     else:
-        config = kt.TransformerConfig.from_dict({**model, **overrides})
+        config = kt.TransformerConfig.from_dict({**base, **overrides})
     if recorded:
         return config  # a resume: RunState.check names what differs from the run
-    model = kt.TransformerConfig.from_dict(model).to_dict()  # fields added since: defaults
+    model = kt.TransformerConfig.from_dict(base).to_dict()  # fields added since: defaults
     differing = [
         f"{field}: {model[field]!r} in the model, {value!r} now"
         for field, value in config.to_dict().items()

@@ -138,7 +138,8 @@ class Trainer:
         plan = self.plan
         if plan.init_from:
             recorded = run_dir.read_settings(plan.run_dir).get("config")
-            config = finetune.fine_tuning_config(plan, self.vocab_size(), recorded)
+            base = recorded or finetune.model_config(plan.init_from)  # the file, checked first
+            config = finetune.fine_tuning_config(plan, base, self.vocab_size(), bool(recorded))
         else:
             config = kt.TransformerConfig.preset(
                 plan.preset, vocab_size=self.vocab_size(), **plan.config_overrides
