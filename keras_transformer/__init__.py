@@ -20,6 +20,7 @@ from keras_transformer.losses import (  # noqa: E402
 )
 from keras_transformer.model import Transformer, build_transformer  # noqa: E402
 from keras_transformer.optimization import TransformerSchedule, create_optimizer  # noqa: E402
+from keras_transformer.vocabulary import update_vocabulary  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -81,4 +82,5 @@ __all__ = [
     "masked_accuracy",
     "sample",
     "score",
+    "update_vocabulary",
 ]

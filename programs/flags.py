@@ -293,13 +293,16 @@ def split_lines(text):
     return [line.removesuffix("\r") for line in lines]
 
 
-def add_preset(parser, repeatable=False):
+def add_preset(parser, repeatable=False, default="small"):
+    """--preset; `default` None lets training tell a preset given from none (--init-from)."""
     parser.add_argument(
         "--preset",
         action="append" if repeatable else "store",
-        default=None if repeatable else "small",
+        default=None if repeatable else default,
         help="a Table 3 preset: tiny, small, base or big (small: a CPU model, narrowed by make "
-        "demo)" + (" (repeatable)" if repeatable else ""),
+        "demo)"
+        + (" (repeatable)" if repeatable else "")
+        + ("" if repeatable or default else " (default: small; with --init-from, the model's)"),
     )
 
 

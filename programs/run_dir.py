@@ -1,13 +1,17 @@
 """A run directory and what it holds:
 
 run.json              what a resume must agree with (config, vocabulary, data, precision, seed,
-                      steps per epoch), the steps asked for, and what the finished run wrote
+                      steps per epoch, --init-from, --keep-best, --early-stopping), the steps
+                      asked for, and what the finished run wrote
 tokenizer.model       the shared subword vocabulary
-backup/               the exact training state (weights, optimizer, step) for resuming
+backup/               the exact training state (weights, optimizer, step, --keep-best's) for
+                      resuming
 checkpoints/          step-NNNNNNN.weights.npz, the last K
+best/                 with --keep-best: the best validation's step-NNNNNNN.weights.npz and
+                      best.json {step, metric, value}
 logs/                 TensorBoard: train/ (loss, accuracy, learning rate),
                       validation/ (BLEU, chrF, text, attention)
-model.keras           the average of the last K checkpoints
+model.keras           the average of the last K checkpoints (or the best: --final-model)
 translations.test.txt and .scores.json (BLEU, chrF, chrF++), export/<version>/ (the SavedModel)
 """
 

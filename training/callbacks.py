@@ -73,18 +73,21 @@ class Backup(keras.callbacks.Callback):
     at the end of training, a partial epoch included (--max-minutes, --steps): written as
     `BACKUP_DIR/step-N.weights.h5`, then `BACKUP_DIR/backup.json` naming it and its step, each
     atomically and by the chief only, so that the file named is always whole. `restore` loads
-    it before `fit`; the run goes on from its step."""
+    it before `fit`; the run goes on from its step. With `keep_best` (a `best.KeepBest`, listed
+    before the backup) the index also holds its state, which is then committed."""
 
     INDEX = "backup.json"
 
-    def __init__(self, backup_dir, chief=True):
+    def __init__(self, backup_dir, chief=True, keep_best=None):
         super().__init__()
         self.backup_dir, self.chief = pathlib.Path(backup_dir), chief
+        self.keep_best = keep_best
 
     @classmethod
     def read_index(cls, backup_dir):
-        """backup.json's {"step", "weights"} ({} without one); RunError naming the file when it
-        cannot be read (or was written by a version that recorded epochs, not steps)."""
+        """backup.json's {"step", "weights", "best"} ({} without one; "best": the state of
+        --keep-best, or None); RunError naming the file when it cannot be read (or was written
+        by a version that recorded epochs, not steps)."""
         index = pathlib.Path(backup_dir) / cls.INDEX
         if not index.is_file():
             return {}
@@ -96,7 +99,10 @@ class Backup(keras.callbacks.Callback):
                     "epochs, not steps: finish that run with the version that started it, or "
                     "start a new --run-dir"
                 )
-            return {"step": int(record["step"]), "weights": str(record["weights"])}
+            best = record.get("best")
+            if best is not None and not isinstance(best, dict):
+                raise TypeError(f"'best' is {best!r}")
+            return {"step": int(record["step"]), "weights": str(record["weights"]), "best": best}
         except (ValueError, KeyError, TypeError, AttributeError, OSError) as error:
             raise RunError(
                 f"{index} cannot be read ({type(error).__name__}: {error}); restore it, or "
@@ -137,9 +143,12 @@ class Backup(keras.callbacks.Callback):
         size = sum(math.prod(v.shape) * np.dtype(v.dtype).itemsize for v in variables)
         ensure_room(self.backup_dir / name, int(size * 1.1) + 2**20)  # with h5's overhead
         write_atomically(self.backup_dir / name, self.model.save_weights)
-        write_text_atomically(
-            self.backup_dir / self.INDEX, json.dumps({"step": step, "weights": name})
-        )
+        index = {"step": step, "weights": name}
+        if self.keep_best:
+            index["best"] = self.keep_best.state.to_dict()
+        write_text_atomically(self.backup_dir / self.INDEX, json.dumps(index))
+        if self.keep_best:
+            self.keep_best.commit()
         for old in self.backup_dir.glob("*.weights.h5"):
             if old.name != name:
                 old.unlink()

@@ -22,7 +22,7 @@ class TrainingPlan:
     """The settings of one run; `from_flags` builds it from the parsed command line."""
 
     run_dir: pathlib.Path
-    preset: str = "small"
+    preset: str | None = None  # "small", or with --init-from the model's config
     overrides: tuple = ()  # ((field, value), ...) for TransformerConfig
     dataset: str = "ding"
     source_language: str | None = None
@@ -58,6 +58,10 @@ class TrainingPlan:
     cpu_devices: int = 1
     mixed_precision: str = "auto"
     jit_compile: bool = False
+    init_from: pathlib.Path | None = None
+    keep_best: str | None = None
+    early_stopping: int | None = None
+    final_model: str = "average"
 
     @classmethod
     def from_flags(cls, args):
@@ -68,9 +72,12 @@ class TrainingPlan:
 
     def with_defaults(self):
         """The paper's --steps, --keep-checkpoints and --checkpoint-every for the preset
-        (PAPER_TRAINING) where they are not given, and RUN_DIR/export."""
+        (PAPER_TRAINING) where they are not given, RUN_DIR/export, and the small preset unless
+        --init-from gives the config."""
         paper = PAPER_TRAINING.get(self.preset, OTHER_TRAINING)
         filled = {"export_dir": self.export_dir or self.run_dir / "export"}
+        if self.preset is None and not self.init_from:
+            filled["preset"] = "small"
         if self.steps is None and self.epochs is None:
             filled["steps"] = paper["steps"]
         if self.keep_checkpoints is None:
@@ -104,6 +111,27 @@ class TrainingPlan:
             )
         if self.tokenizer and not self.tokenizer.is_file():
             raise ValueError(f"--tokenizer {self.tokenizer}: no such file")
+        return self.checked_selection()
+
+    def checked_selection(self):
+        """Refuses --keep-best, --early-stopping and --final-model values that cannot work."""
+        if self.early_stopping is not None and self.early_stopping < 1:
+            raise ValueError(
+                "--early-stopping must be at least 1 (validations without improvement)"
+            )
+        for flag, needs in (
+            ("--early-stopping", self.early_stopping),
+            ("--final-model best", self.final_model == "best"),
+        ):
+            if needs and not self.keep_best:
+                raise ValueError(
+                    f"{flag} needs a validation figure to watch: give --keep-best bleu, chrf or "
+                    "loss"
+                )
+        if self.keep_best and not self.bleu_sentences:
+            raise ValueError(
+                "--keep-best validates on --bleu-sentences pairs; --bleu-sentences 0 leaves none"
+            )
         return self
 
     @property

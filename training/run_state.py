@@ -4,13 +4,16 @@ an earlier run of the same directory stopped.
 run.json holds the settings a resume must agree with (the model config, the vocabulary, the data,
 the precision, the seed, the steps per epoch), the steps asked for last (`steps`, which a later
 command may raise), and once the run's end was scored and exported, `finished`: the step, the
-model, the export and the test scores. The backup (backup/backup.json) names the step it holds.
+model, the export, what it is (the average or the best checkpoint, with its validation figure)
+and the test scores. The backup (backup/backup.json) names the step it holds and the state of
+--keep-best and --early-stopping.
 """
 
 import dataclasses
 
 from programs import checkpoints
-from programs.run_dir import RunError, differences, read_settings, save_settings
+from programs.run_dir import RunError, differences, read_settings, save_settings, tokenizer_beside
+from training.finetune import with_model_tokenizer
 from training.plan import DEFAULT_VOCAB_SIZE
 
 # The flag that sets each recorded field (config fields not listed: --preset or --set FIELD).
@@ -26,6 +29,9 @@ FLAGS = {
     "precision": "--mixed-precision",
     "seed": "--seed",
     "steps_per_epoch": "--steps-per-epoch",
+    "init_from": "--init-from",
+    "keep_best": "--keep-best",
+    "early_stopping": "--early-stopping",
 }
 
 
@@ -40,11 +46,12 @@ def flag_of(field):
 
 def settings_of(plan, config, languages, precision):
     """What a resume of this run must agree with."""
-    vocabulary = (
-        {"tokenizer": str(plan.tokenizer)}
-        if plan.tokenizer
-        else {"vocab_size": plan.vocab_size or DEFAULT_VOCAB_SIZE}
-    )
+    if plan.tokenizer:
+        vocabulary = {"tokenizer": str(plan.tokenizer)}
+    elif with_model_tokenizer(plan):
+        vocabulary = {"tokenizer": str(tokenizer_beside(plan.init_from))}
+    else:
+        vocabulary = {"vocab_size": plan.vocab_size or DEFAULT_VOCAB_SIZE}
     return {
         "preset": plan.preset,
         "config": config.to_dict(),
@@ -56,18 +63,24 @@ def settings_of(plan, config, languages, precision):
         "precision": precision,
         "seed": plan.seed,
         "steps_per_epoch": plan.steps_per_epoch,
+        "init_from": str(plan.init_from) if plan.init_from else None,
+        "keep_best": plan.keep_best,
+        "early_stopping": plan.early_stopping,
     }
 
 
 @dataclasses.dataclass
 class RunState:
     """Where the run in `run_dir` stands: its recorded settings ({} for a new run), the step its
-    backup holds, and the step its end was exported at (None if never)."""
+    backup holds, the step its end was exported at (None if never), and the --keep-best state
+    its backup holds (None without one)."""
 
     run_dir: object
     recorded: dict
     step: int
     finished_step: int | None
+    best: dict | None = None
+    backed_up: bool = False
 
     @classmethod
     def read(cls, run_dir):
@@ -87,7 +100,8 @@ class RunState:
                 f"{run_dir} holds {written[0].name}/ but no run.json: it is not a run of this "
                 "program, or its settings are lost; choose another --run-dir"
             )
-        step = Backup.saved_step(run_dir / "backup")
+        backup = Backup.read_index(run_dir / "backup")
+        step = backup.get("step", 0)
         if found and not (run_dir / "backup" / Backup.INDEX).is_file():
             raise RunError(
                 f"{run_dir / 'checkpoints'} holds checkpoints up to step "
@@ -96,7 +110,7 @@ class RunState:
                 "choose another --run-dir"
             )
         finished = (recorded.get("finished") or {}).get("step")
-        return cls(run_dir, recorded, step, finished)
+        return cls(run_dir, recorded, step, finished, backup.get("best"), bool(backup))
 
     def check(self, settings, steps, steps_flag):
         """Refuses a command that this run cannot honour, naming each flag: other settings, or
@@ -123,6 +137,16 @@ class RunState:
     def finished(self):
         """Whether the run's end at the backup's step was already averaged and exported."""
         return self.step > 0 and self.finished_step == self.step
+
+    @property
+    def stopped_early(self):
+        """Whether --early-stopping ended the training (it does not train on)."""
+        return bool(self.best and self.best.get("stopped"))
+
+    def complete(self, steps):
+        """Whether nothing is left to do for `steps`: the end is exported, at those steps or
+        after an early stop."""
+        return self.finished and (steps == self.step or self.stopped_early)
 
     def save(self, settings, steps, finished=None):
         """Writes run.json: the settings, the steps asked for, and the finished record (kept

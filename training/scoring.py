@@ -1,12 +1,13 @@
 """Translating a list of sentences and scoring the translations with sacrebleu: corpus BLEU
-(13a tokenization), chrF and chrF++, with their signatures. Used by the training program, its
-callbacks, `training.evaluate` and the quality study."""
+(13a tokenization), chrF and chrF++, with their signatures; the validation loss of references.
+Used by the training program, its callbacks, `training.evaluate` and the quality study."""
 
 import json
 import pathlib
 import sys
 
 import keras
+import numpy as np
 import sacrebleu
 
 
@@ -83,3 +84,20 @@ def print_scores(scores):
     """The scores as sacrebleu prints them, each with its signature."""
     for name in ("bleu", "chrf", "chrf++"):
         print(f"{scores[name + '_text']}    ({scores[name + '_signature']})")
+
+
+def validation_loss(model, batches):
+    """The cross-entropy of the reference tokens in nats per token (padding excluded, without
+    label smoothing: comparable across runs of any eps_ls) over `batches` of
+    ({"source", "target"}, target_out), as `kt.data.make_batches` gives them."""
+    total, count = 0.0, 0
+    for inputs, target in batches:
+        logits = model(inputs, training=False)
+        log_probs = keras.ops.convert_to_numpy(keras.ops.log_softmax(logits, axis=-1))
+        target = keras.ops.convert_to_numpy(target)
+        picked = np.take_along_axis(log_probs, target[..., None], axis=-1)[..., 0]
+        total -= float(picked[target != 0].sum())
+        count += int((target != 0).sum())
+    if not count:
+        raise ValueError("no validation pair is short enough for --max-length")
+    return total / count

@@ -1,10 +1,12 @@
-"""Print a run's test BLEU and chrF, its training steps, where its model, export, TensorBoard logs
-and test translations are, and commands to try next.
+"""Print a run's test BLEU and chrF, its training steps, what its final model is (the average of
+which checkpoints, or the best, with its validation figure), where its model, export, TensorBoard
+logs and test translations are, and commands to try next.
 
     python -m training.summary --run-dir runs/demo --export-dir exports/transformer
 
 `make demo` ends with it. It reads only files (RUN_DIR/translations.test.txt.scores.json,
-RUN_DIR/checkpoints/step-NNNNNNN.weights.npz, EXPORT_DIR/<version>/), so it takes no time.
+RUN_DIR/checkpoints/step-NNNNNNN.weights.npz, RUN_DIR/run.json, EXPORT_DIR/<version>/), so it
+takes no time.
 """
 
 import json
@@ -12,6 +14,7 @@ import pathlib
 import shlex
 
 from programs import checkpoints, console, flags
+from programs.run_dir import SETTINGS_FILE
 from programs.versions import latest_version
 
 SCORES_FILE = "translations.test.txt.scores.json"
@@ -31,6 +34,7 @@ def summary(run_dir, export_dir):
         if found
         else f"  training steps: unknown, {run_dir / 'checkpoints'} holds no step checkpoint"
     )
+    lines.append(f"  {'final model:':19}{final_model(run_dir)}")
     try:
         export = latest_version(export_dir)
     except FileNotFoundError:
@@ -44,6 +48,16 @@ def summary(run_dir, export_dir):
         missing = " (missing)" if path is not None and not path.exists() else ""
         lines.append(f"  {what + ':':19}{path or f'none in {export_dir}'}{missing}")
     return lines + next_lines(run_dir, export_dir)
+
+
+def final_model(run_dir):
+    """What the finished run's model.keras is, as run.json records it (read as JSON alone:
+    the summary starts no TensorFlow)."""
+    try:
+        finished = json.loads((run_dir / SETTINGS_FILE).read_text()).get("finished") or {}
+        return finished.get("exported", "unknown: the run has not finished")
+    except (OSError, ValueError, AttributeError) as error:
+        return f"unknown ({run_dir / SETTINGS_FILE}: {type(error).__name__})"
 
 
 def score_lines(scores_file):

@@ -12,6 +12,7 @@ exported as a SavedModel for TensorFlow Serving. The work is `training.trainer.T
 module holds the command line. See `programs/run_dir.py` for what the run directory holds.
 """
 
+import pathlib
 import signal
 import sys
 
@@ -111,7 +112,7 @@ CPU_DEVICES = (
 def build_parser():
     parser = flags.parser(__doc__, "training.train")
     model = parser.add_argument_group("model")
-    flags.add_preset(model)
+    flags.add_preset(model, default=None)
     model.add_argument(
         "--set",
         dest="overrides",
@@ -166,8 +167,52 @@ def build_parser():
     flags.add_table(hardware, CPU_DEVICES)
     flags.add_mixed_precision(hardware)
     flags.add_jit_compile(hardware)
+    add_selection(parser.add_argument_group("fine-tuning and the best checkpoint"))
     flags.add_run_dir(parser)
     return parser
+
+
+def add_selection(group):
+    """--init-from, --keep-best, --early-stopping, --final-model."""
+    group.add_argument(
+        "--init-from",
+        type=pathlib.Path,
+        default=None,
+        metavar="MODEL.keras",
+        help="start this new run from a trained model's weights (fine-tuning): its config "
+        "(--set may change only the training fields dropout, attention_dropout, "
+        "label_smoothing, warmup_steps, learning_rate_scale, tokens_per_batch; a --preset must "
+        "have its architecture), its tokenizer unless --tokenizer or --vocab-size gives a new "
+        "vocabulary (the rows of the pieces both hold are kept), and a fresh Adam and schedule "
+        "that warms up over the model's warmup_steps again (--set warmup_steps=N): a fresh "
+        "Adam has no moments yet, so its first updates move every weight by the full learning "
+        "rate, which the warm-up keeps small",
+    )
+    group.add_argument(
+        "--keep-best",
+        choices=("bleu", "chrf", "loss"),
+        default=None,
+        help="at every validation keep the checkpoint with the best validation BLEU, chrF "
+        "(greedy translations of --bleu-sentences pairs) or loss (the references' "
+        "cross-entropy, on the same pairs) in RUN_DIR/best/, apart from the rolling ones",
+    )
+    group.add_argument(
+        "--early-stopping",
+        type=int,
+        default=None,
+        metavar="N",
+        help="end the run after N validations without a better --keep-best figure; it then "
+        "ends as at --steps (the same command again says it is finished)",
+    )
+    group.add_argument(
+        "--final-model",
+        choices=("average", "best"),
+        default="average",
+        help="what the run ends with (model.keras, scored on test and exported): the average "
+        "of the last --keep-checkpoints checkpoints (§6.1: an average usually scores a little "
+        "above each of them) or the --keep-best checkpoint (which stays in RUN_DIR/best/ "
+        "either way)",
+    )
 
 
 @console.program

@@ -20,6 +20,7 @@ import tempfile
 
 from programs import run_dir
 from programs.run_dir import MODEL_FILE, TOKENIZER_FILE, RunError
+from training import finetune
 from training.plan import DEFAULT_VOCAB_SIZE
 from training.run_state import RunState, settings_of
 
@@ -48,14 +49,16 @@ class Trainer:
     def __init__(self, plan):
         self.plan = plan
         self.scratch = None  # a temporary directory for a tokenizer trained before the checks
+        self.initial_weights = None  # {path: array} of --init-from, for a new run
 
     def run(self):
         """Returns what the run's end recorded ({"step", "model", "export", "bleu", "chrf"};
         {} on workers other than the chief)."""
         with self.prepared():
-            if self.state.finished and self.steps == self.state.step:
+            if self.state.complete(self.steps):
                 return self.report_finished()
-            model = self.train() if self.state.step < self.steps else None
+            trains = self.state.step < self.steps and not self.state.stopped_early
+            model = self.train() if trains else None
             return self.finish(model) if self.chief else {}
 
     @contextlib.contextmanager
@@ -99,7 +102,7 @@ class Trainer:
         if plan.epochs or not self.chief:  # the steps per epoch of a pass are counted below
             early.pop("steps_per_epoch")
         self.state.check(early, plan.steps or self.state.step, f"--steps {plan.steps}")
-        if self.state.finished and plan.steps == self.state.step:
+        if self.state.complete(plan.steps):
             self.steps = plan.steps
             return
         self.seed_everything()
@@ -118,6 +121,7 @@ class Trainer:
                 self.tokenizer = self.load_tokenizer()
                 self.count_data()
                 self.state.check(self.settings(), self.steps, self.steps_flag())
+                self.initial_weights = self.read_initial_weights()
                 self.write_run_files()
         except Exception as error:  # raised after the barrier, so that no worker waits
             failure = error
@@ -127,13 +131,19 @@ class Trainer:
             self.follow_chief(own)
 
     def build_config(self):
-        """The preset with its overrides, sized to the run's vocabulary."""
+        """The preset with its overrides, sized to the run's vocabulary; when fine-tuning, the
+        model's config (or the run's own, once recorded) with them."""
         import keras_transformer as kt
 
         plan = self.plan
-        config = kt.TransformerConfig.preset(
-            plan.preset, vocab_size=self.vocab_size(), **plan.config_overrides
-        )
+        if plan.init_from:
+            recorded = run_dir.read_settings(plan.run_dir).get("config")
+            base = recorded or finetune.model_config(plan.init_from)  # the file, checked first
+            config = finetune.fine_tuning_config(plan, base, self.vocab_size(), bool(recorded))
+        else:
+            config = kt.TransformerConfig.preset(
+                plan.preset, vocab_size=self.vocab_size(), **plan.config_overrides
+            )
         if plan.max_length > config.max_length:
             raise ValueError(
                 f"--max-length {plan.max_length} exceeds the model's max_length={config.max_length}"
@@ -141,13 +151,13 @@ class Trainer:
         return config
 
     def vocab_size(self):
-        """The vocabulary size of the run's tokenizer file, of --tokenizer, or the one asked for;
-        read with sentencepiece alone, since TensorFlow must not start before --cpu-devices
-        splits the CPU."""
+        """The vocabulary size of the run's tokenizer file, of --tokenizer, of the --init-from
+        model's tokenizer, or the one asked for; read with sentencepiece alone, since TensorFlow
+        must not start before --cpu-devices splits the CPU."""
         from keras_transformer.tokenizer import checked_processor
 
         own = self.plan.run_dir / TOKENIZER_FILE
-        path = own if own.is_file() else self.plan.tokenizer
+        path = own if own.is_file() else self.plan.tokenizer or self.model_tokenizer()
         if not path:
             return self.plan.vocab_size or DEFAULT_VOCAB_SIZE
         try:
@@ -169,10 +179,14 @@ class Trainer:
                 f"--accumulate-steps {plan.accumulate_steps}: give at least "
                 f"{plan.max_length * rows}"
             )
-        if plan.max_minutes and in_multi_worker_mode(self.strategy):
-            raise ValueError(
-                "--max-minutes cannot be used with several workers: they must stop at the same step"
-            )
+        for flag, given in (
+            ("--max-minutes", plan.max_minutes),
+            ("--early-stopping", plan.early_stopping),
+        ):
+            if given and in_multi_worker_mode(self.strategy):
+                raise ValueError(
+                    f"{flag} cannot be used with several workers: they must stop at the same step"
+                )
         self.check_backend()
 
     def check_backend(self):
@@ -186,6 +200,8 @@ class Trainer:
                 f"--accumulate-steps: gradient accumulation runs on TensorFlow and JAX, not on "
                 f"{backend}; use --accumulate-steps 1 with a smaller --tokens-per-batch"
             )
+        if self.plan.keep_best and backend != "tensorflow":
+            raise ValueError(f"--keep-best: validation runs on TensorFlow, not on {backend}")
         if self.plan.deterministic and backend != "tensorflow":
             raise ValueError(
                 f"--deterministic sets TensorFlow's op determinism; under {backend} leave it out "
@@ -215,8 +231,8 @@ class Trainer:
         own = self.plan.run_dir / TOKENIZER_FILE
         if own.is_file():
             return kt.SubwordTokenizer.load(own)
-        if self.plan.tokenizer:
-            return kt.SubwordTokenizer.load(self.plan.tokenizer)
+        if self.plan.tokenizer or self.model_tokenizer():
+            return kt.SubwordTokenizer.load(self.plan.tokenizer or self.model_tokenizer())
         log(
             f"training a {self.config.vocab_size}-piece vocabulary on the training split of "
             f"{self.dataset.spec}"
@@ -234,6 +250,19 @@ class Trainer:
             )
             self.config = dataclasses.replace(self.config, vocab_size=tokenizer.vocab_size)
         return tokenizer
+
+    def model_tokenizer(self):
+        """The --init-from model's tokenizer when the run uses it (no new vocabulary), else
+        None."""
+        if finetune.with_model_tokenizer(self.plan):
+            return finetune.model_tokenizer(self.plan.init_from)
+        return None
+
+    def read_initial_weights(self):
+        """The --init-from model's weights for a run without a backup (new), else None."""
+        if self.plan.init_from and not self.state.backed_up:
+            return finetune.initial_weights(self.plan.init_from, self.tokenizer)
+        return None
 
     def count_data(self):
         """Opens and counts every split the run reads; sets the steps to train to. No training
@@ -306,6 +335,7 @@ class Trainer:
             )
         self.tokenizer = kt.SubwordTokenizer.load(own)
         self.config = dataclasses.replace(self.config, vocab_size=self.tokenizer.vocab_size)
+        self.initial_weights = self.read_initial_weights()
         recorded = run_dir.read_settings(self.plan.run_dir)
         self.steps, self.steps_per_epoch = recorded["steps"], recorded["steps_per_epoch"]
         self.validation_pairs, self.test_pairs = [], []
@@ -316,12 +346,17 @@ class Trainer:
         """`model.fit` from the backup's step to the plan's; returns the trained model."""
         import keras
 
+        from programs import checkpoints
         from training.callbacks import Backup, StopOnSignal, current_step
         from training.scoring import progress_verbosity
 
         model = self.compiled_model()
         with self.strategy.scope():
             step = Backup.restore(model, self.plan.run_dir / "backup")
+            if self.initial_weights is not None:  # a new fine-tuning run
+                source = f"--init-from {self.plan.init_from}"
+                checkpoints.assign(model, self.initial_weights, source=source)
+                log(f"fine-tuning from {self.plan.init_from}, with a fresh optimizer and schedule")
         if step:
             log(f"resumed from the backup in {self.plan.run_dir / 'backup'} at step {step}")
         model.summary(print_fn=lambda line, **_: log(line))
@@ -402,17 +437,18 @@ class Trainer:
         return weigh_tokens(batches).with_options(options)
 
     def callbacks(self):
-        """StopOnNaN first (nothing after it saves a NaN state), the backup, the step
-        checkpoints, the stop at the plan's step; on the chief the validation BLEU, TensorBoard
-        and the step summaries; the time limit."""
+        """StopOnNaN first (nothing after it saves a NaN state), the step checkpoints, the stop
+        at the plan's step; on the chief the validation (BLEU, the best checkpoint) and the step
+        summaries; the backup, after the validation whose outcome it records; TensorBoard (the
+        validation figures too); the time limit."""
         import keras
 
         from training import callbacks
+        from training.best import KeepBest
 
         plan, out = self.plan, self.plan.run_dir
         listed = [
             callbacks.StopOnNaN(out / "checkpoints", out / "backup"),
-            callbacks.Backup(out / "backup", self.chief),
             callbacks.StepCheckpoints(
                 out / "checkpoints",
                 plan.checkpoint_interval,
@@ -422,8 +458,10 @@ class Trainer:
             ),
             callbacks.StopAtStep(self.steps),
         ]
+        listed += self.chief_callbacks() if self.chief else []
+        keep_best = next((c for c in listed if isinstance(c, KeepBest)), None)
+        listed.append(callbacks.Backup(out / "backup", self.chief, keep_best))
         if self.chief:
-            listed += self.chief_callbacks()
             listed.append(keras.callbacks.TensorBoard(str(out / "logs")))  # epoch summaries
         if plan.max_minutes:
             listed.append(callbacks.TimeLimit(plan.max_minutes))
@@ -433,6 +471,7 @@ class Trainer:
         import keras
 
         from training import callbacks
+        from training.best import BestState, KeepBest
 
         plan, out = self.plan, self.plan.run_dir
         listed = []
@@ -450,6 +489,10 @@ class Trainer:
                     samples=plan.samples,
                 )
             )
+        if plan.keep_best:
+            state = BestState.from_dict(self.state.best, plan.keep_best)
+            measure = self.validation_figure if plan.keep_best == "loss" else None
+            listed.append(KeepBest(out / "best", state, plan.early_stopping, measure))
         every = max(1, min(100, self.steps_per_epoch // 10))
         listed.append(callbacks.StepSummaries(out / "logs", every=every))
         return listed
@@ -457,28 +500,74 @@ class Trainer:
     # -- the end ----------------------------------------------------------------------------
 
     def finish(self, model=None):
-        """Averages the last checkpoints into model.keras; on TensorFlow scores it on the test
-        split, exports it and records the finished run in run.json. Returns the record."""
-        from programs import checkpoints
+        """Writes the final model (the average of the last checkpoints, or the best) into
+        model.keras; on TensorFlow scores it on the test split, exports it and records the
+        finished run in run.json. Returns the record."""
         from programs.files import write_atomically
         from training.callbacks import current_step
 
         plan = self.plan
         step = current_step(model) if model is not None else self.state.step
-        paths = checkpoints.list_checkpoints(plan.run_dir / "checkpoints")[-plan.keep_checkpoints :]
-        averaged = run_dir.averaged_model(plan.run_dir, paths)
-        model_path = write_atomically(plan.run_dir / MODEL_FILE, averaged.save)
-        steps = ", ".join(str(checkpoints.step_of(p)) for p in paths)
-        print(f"averaged the checkpoints of steps {steps} into {model_path}")
-        record = {"step": step, "model": str(model_path)}
+        final, exported, validation = self.final_model()
+        model_path = write_atomically(plan.run_dir / MODEL_FILE, final.save)
+        print(f"{model_path}: {exported}")
+        record = {"step": step, "model": str(model_path), "exported": exported}
+        record["validation"] = validation
         if not on_tensorflow():  # decoding and export run on TensorFlow, from the .keras file
             print("translating and exporting need the TensorFlow backend: next,")
             for command in self.next_commands(model_path):
                 print(f"  {command}")
             return record
-        record |= self.score_and_export(averaged)
+        record |= self.score_and_export(final)
         self.state.save(self.settings(), self.steps, finished=record)
         return record
+
+    def final_model(self):
+        """(the model the run ends with, what it is, {"metric", "value"} of its validation
+        figure or None): the average of the last --keep-checkpoints checkpoints (§6.1), or with
+        --final-model best the --keep-best checkpoint."""
+        from programs import checkpoints
+        from training.best import BestState, read_record
+
+        plan = self.plan
+        if plan.final_model == "best":
+            record = read_record(plan.run_dir / "best")
+            if not record:
+                raise RunError(f"--final-model best: {plan.run_dir / 'best'} holds no checkpoint")
+            model = run_dir.load_model(plan.run_dir / "best" / record["weights"])
+            state = BestState(record["metric"], record["step"], record["value"])
+            exported = f"the best checkpoint, step {state.step} ({state.describe()})"
+            return model, exported, {"metric": state.metric, "value": state.value}
+        paths = checkpoints.list_checkpoints(plan.run_dir / "checkpoints")[-plan.keep_checkpoints :]
+        model = run_dir.averaged_model(plan.run_dir, paths)
+        steps = ", ".join(str(checkpoints.step_of(p)) for p in paths)
+        exported = f"the average of the checkpoints of steps {steps}"
+        if not plan.keep_best:
+            return model, exported, None
+        value = self.validation_figure(model)
+        exported += f" ({BestState(plan.keep_best).describe(value)})"
+        return model, exported, {"metric": plan.keep_best, "value": value}
+
+    def validation_figure(self, model):
+        """The --keep-best figure of `model` on the validation pairs: greedy BLEU or chrF, or
+        the references' cross-entropy."""
+        import keras_transformer as kt
+        from keras_transformer.data import Corpus, make_batches
+        from programs.engines import tensor_engine
+        from training.scoring import corpus_scores, translate_all, validation_loss
+
+        pairs, tokenizer = self.validation_pairs[: self.plan.bleu_sentences], self.tokenizer
+        if self.plan.keep_best == "loss":
+            batches = make_batches(
+                Corpus(pairs).dataset(),
+                tokenizer,
+                self.config.tokens_per_batch,
+                self.plan.max_length,
+            )
+            return validation_loss(model, batches)
+        translate = kt.Translator(model, tokenizer, beam_size=1).translate
+        hypotheses = translate_all(tensor_engine(translate, "greedy search"), [s for s, _ in pairs])
+        return corpus_scores(hypotheses, [t for _, t in pairs])[self.plan.keep_best]
 
     def score_and_export(self, model):
         import keras_transformer as kt
@@ -525,9 +614,17 @@ class Trainer:
 
     def report_finished(self):
         finished = self.state.recorded["finished"]
+        early = self.state.stopped_early
         print(
-            f"the run in {self.plan.run_dir} is finished at step {finished['step']}: model "
-            f"{finished['model']}, export {finished.get('export')}; nothing to do. Give a larger "
-            "--steps to train on."
+            f"the run in {self.plan.run_dir} is finished at step {finished['step']}"
+            + (" (stopped early)" if early else "")
+            + f": model {finished['model']} ({finished.get('exported', 'the average')}), export "
+            f"{finished.get('export')}; nothing to do. "
+            + (
+                "--early-stopping ended it: to train on, start a new run with --init-from its "
+                "model."
+                if early
+                else "Give a larger --steps to train on."
+            )
         )
         return finished
