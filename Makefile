@@ -15,13 +15,14 @@ $(INSTALLED): setup.cfg pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
 
-# Two pytest processes (pytest-xdist): on 2 cores the suite takes about 2/3 of the time of one.
+# Two pytest processes (pytest-xdist): on 2 cores the suite takes about 2/3 of the time of one;
+# worksteal hands the tests of a busy worker to an idle one, so one long test does not end alone.
 PYTEST_WORKERS ?= 2
 
 test: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # The embedded German-English corpus (Debian's trans-de-en, GPL-2+), fetched and prepared once
 # into ~/.cache/keras_transformer (or $$KERAS_TRANSFORMER_CACHE); never into the repository.

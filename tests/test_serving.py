@@ -431,11 +431,12 @@ def test_command_line(server, capsys, tmp_path):
     (tmp_path / "en.txt").write_text("\n".join(english) + "\n", encoding="utf-8")
     (tmp_path / "short.txt").write_text(english[0] + "\n", encoding="utf-8")
     files = ["--source", str(tmp_path / "de.txt"), "--target", str(tmp_path / "en.txt")]
-    serving_client.main([*rest, *files, "--tokens"])
+    serving_client.main([*rest, *files, "--normalized", "--tokens"])
     lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
-    assert len(lines) == len(german) and all(float(total) < 0 for total, _ in lines)
-    assert [float(total) for total, _ in lines] == pytest.approx(
-        [sum(map(float, tokens.split())) for _, tokens in lines], abs=1e-4
+    tokens = [[float(t) for t in tokens.split()] for _, tokens in lines]
+    assert len(lines) == len(german) and all(float(score) < 0 for score, _ in lines)
+    assert [float(score) for score, _ in lines] == pytest.approx(  # log P / lp, alpha 0.6
+        [sum(t) / ((5 + len(t)) / 6) ** 0.6 for t in tokens], abs=1e-4
     )
 
     for arguments, stdin, message in [
