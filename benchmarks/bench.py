@@ -311,84 +311,112 @@ def copy_pairs(count, seed):
     return [(sentence, sentence) for sentence in sentences]
 
 
-def ctranslate2_speed(repeats, directory, steps, size=DEMO_SIZE):
-    """Beam-4 translation (alpha 0.6) of one trained demo-size model by the exported SavedModel
-    (a fresh process, as TensorFlow Serving runs it), by our decoding with XLA in this process,
-    and by CTranslate2 in float32 and int8 (this process): ms per sentence at batch 1 and 32,
-    each engine's share of translations equal to the SavedModel's. The model (`size`: a preset
-    and its overrides) learns to copy for `steps` steps, so that its translations end as a
-    trained model's do."""
-    import tensorflow as tf
+def served_data(quick):
+    """Training pairs (a tf.data.Dataset of strings), the texts of the tokenizer, the sentences
+    translated, and what they are: the Ding corpus as `make demo` trains on it (the training
+    mixture, 10 repeats of the sentences) and its test split; with `quick`, sentences to copy."""
+    from keras_transformer.data import Corpus, ding
 
-    import keras_transformer as kt
-    from programs.engines import CTranslate2Translator
-    from serving.ctranslate2 import convert
-
-    model, tokenizer, tokenizer_path = train_copy_model(directory, steps, size)
-    sentences = [source for source, _ in copy_pairs(32, seed=1)]
-    sentences_file = pathlib.Path(directory) / "sentences.txt"
-    sentences_file.write_text("\n".join(sentences) + "\n", encoding="utf-8")
-    translator = kt.Translator(model, tokenizer, beam_size=4, alpha=0.6)
-    reference = [
-        t.decode() for t in translator.translate(tf.constant(sentences))["translation"].numpy()
+    if quick:
+        train = copy_pairs(4000, seed=0)
+        tests = [source for source, _ in copy_pairs(32, seed=1)]
+        return Corpus(train).dataset(), [s for pair in train for s in pair], tests, "copying"
+    dataset_dir = ding.prepare(include_phrases=True, verbose=0)
+    pairs = ding.training_mixture(dataset_dir, sentence_repeats=10, seed=0)
+    texts = [
+        text.decode()
+        for batch in pairs.batch(8192).as_numpy_iterator()
+        for side in batch
+        for text in side
     ]
-    saved = run_probe(
-        "saved-model", translator.save(f"{directory}/saved"), repeats, 0, sentences_file
-    )
-    xla = kt.Translator(model, tokenizer, beam_size=4, alpha=0.6, jit_compile=True)
-    engines = {
-        "XLA, in process": lambda batch: [
-            t.decode() for t in xla.translate(tf.constant(batch))["translation"].numpy()
-        ]
-    }
-    for quantization in ("none", "int8"):
-        engine = CTranslate2Translator(
-            convert(model, tokenizer_path, f"{directory}/ct2-{quantization}", quantization)
-        )
-        name = f"CTranslate2 {'float32' if quantization == 'none' else quantization}"
-        engines[name] = lambda batch, engine=engine: [t for t, _ in engine.translate(batch)]
-    saved_row = dict(
-        engine="SavedModel, fresh process",
-        batch1_ms=1000 * float(np.median(saved["1"])),
-        batch32_ms=1000 * float(np.median(saved["32"])) / 32,
-        same=32,
-    )
-    return [saved_row] + [
-        engine_speed(name, translate, sentences, reference, repeats)
-        for name, translate in engines.items()
-    ]
+    tests = [source.decode() for source, _ in ding.load("test", dataset_dir).as_numpy_iterator()]
+    return pairs, texts, tests, "the Ding corpus"
 
 
-def train_copy_model(directory, steps, size):
-    """A model of `size` (a preset and its overrides) trained `steps` steps to copy sentences,
-    its tokenizer, and the tokenizer's path in `directory`."""
+def train_served_model(directory, steps, size, quick):
+    """A model of `size` (a preset and its overrides) trained `steps` steps (`served_data`),
+    with its tokenizer (300 pieces with `quick`, else the demo's 4000) in `directory`: the
+    model, the tokenizer's path, the sentences to translate and the data's name."""
     import keras_transformer as kt
-    from keras_transformer.data import Corpus, make_batches
+    from keras_transformer.data import make_batches
 
-    train = copy_pairs(4000, seed=0)
+    pairs, texts, sentences, data = served_data(quick)
     tokenizer_path = f"{directory}/tokenizer.model"
-    tokenizer = kt.SubwordTokenizer.train([s for s, _ in train], 300, tokenizer_path)
+    tokenizer = kt.SubwordTokenizer.train(texts, 300 if quick else 4000, tokenizer_path)
     preset, overrides = size
-    config = kt.TransformerConfig.preset(
-        preset, vocab_size=tokenizer.vocab_size, warmup_steps=100, **overrides
-    )
+    config = kt.TransformerConfig.preset(preset, vocab_size=tokenizer.vocab_size, **overrides)
     model = kt.build_transformer(config)
     model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
-    batches = make_batches(Corpus(train).dataset(), tokenizer, 1024, 32, repeat=True, seed=0)
+    tokens = 1024 if quick else config.tokens_per_batch
+    batches = make_batches(pairs, tokenizer, tokens, config.max_length, repeat=True, seed=0)
     model.fit(batches, steps_per_epoch=steps, epochs=1, shuffle=False, verbose=0)
-    return model, tokenizer, tokenizer_path
+    return model, tokenizer, tokenizer_path, sentences, data
 
 
-def engine_speed(name, translate, sentences, reference, repeats):
-    """A CTranslate2 table row: `translate` (a list of sentences to their translations) at
-    batch 1 and 32, and how many of its translations of `sentences` equal `reference`."""
-    translate(sentences[:1])  # warm-up (and XLA's compilation)
-    return dict(
-        engine=name,
-        batch1_ms=1000 * median_seconds(lambda: translate(sentences[:1]), repeats),
-        batch32_ms=1000 * median_seconds(lambda: translate(sentences), repeats) / 32,
-        same=sum(a == b for a, b in zip(translate(sentences), reference)),
+# Each TensorFlow setting of the served path's probes: its environment.
+TF_SETTINGS = {"default": {}, "TF_ENABLE_ONEDNN_OPTS=0": {"TF_ENABLE_ONEDNN_OPTS": "0"}}
+SERVED_BATCHES = (64, 1)
+
+
+def served_path(directory, steps, size, quick, rounds):
+    """The served path: one trained model (`train_served_model`) exported as the SavedModels of
+    beam 4 and greedy search and converted to CTranslate2 (float32, int8), timed in fresh
+    processes (benchmarks.probes served-path: the engines in turn, best of `rounds`) under each
+    TensorFlow setting (TF_SETTINGS; the default only with `quick`); and where the SavedModel's
+    time goes, by op type (benchmarks.probes step-profile, beam 4, batch 64)."""
+    import keras_transformer as kt
+    from benchmarks.probes import SEARCHES
+    from serving.ctranslate2 import convert
+
+    model, tokenizer, tokenizer_path, sentences, data = train_served_model(
+        directory, steps, size, quick
     )
+    for search, beam_size in SEARCHES.items():
+        translator = kt.Translator(model, tokenizer, beam_size=beam_size, alpha=0.6)
+        translator.save(f"{directory}/saved-{search.replace(' ', '')}")
+    for kind, quantization in (("float32", "none"), ("int8", "int8")):
+        convert(model, tokenizer_path, f"{directory}/ct2-{kind}", quantization)
+    sentences_file = pathlib.Path(directory) / "sentences.txt"
+    sentences_file.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    rows, results = [], {}
+    for setting, env in list(TF_SETTINGS.items())[: 1 if quick else None]:
+        answers = run_probe(
+            "served-path", directory, sentences_file, rounds, *SERVED_BATCHES, env=env
+        )
+        overhead = answers.pop("overhead")
+        if setting == "default":
+            results["engine_overhead"] = overhead
+        rows += served_rows(setting, answers, len(sentences))
+    profile = run_probe("step-profile", f"{directory}/saved-beam4", sentences_file, 64)
+    return dict(
+        served_data=data,
+        served_sentences=len(sentences),
+        served_steps=steps,
+        served_path=rows,
+        step_profile=profile,
+        **results,
+    )
+
+
+def served_rows(setting, answers, count):
+    """Table rows of one served-path probe: per search and engine, ms per sentence at each
+    batch (the best round), and how many translations equal the SavedModel's at batch 64."""
+    rows = []
+    for search in answers["SavedModel"]:
+        reference = answers["SavedModel"][search][str(SERVED_BATCHES[0])]["translations"]
+        for engine, searches in answers.items():
+            batches = searches[search]
+            translations = batches[str(SERVED_BATCHES[0])]["translations"]
+            rows.append(
+                dict(
+                    search=search,
+                    engine=engine,
+                    setting=setting,
+                    ms={b: 1000 * min(f["seconds"]) / count for b, f in batches.items()},
+                    same=sum(a == b for a, b in zip(translations, reference)),
+                )
+            )
+    return rows
 
 
 def best_length(ids):
@@ -415,6 +443,15 @@ def build_parser():
         choices=["off", "on", "both"],
         default=None,
         help="compile the training steps with XLA (default: off; both with --gpu)",
+    )
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=["training", "decoding", "exports", "padding", "memory"],
+        default=None,
+        help="measure only these parts (default: all): training (and the Keras backends), "
+        "decoding, exports (the SavedModel, the served path against CTranslate2), padding, "
+        "memory",
     )
     flags.add_mixed_precision(parser)
     report.add_before(parser)
@@ -443,6 +480,7 @@ def plan(args):
         ],
         bf16=args.mixed_precision == "bf16" or (args.mixed_precision == "auto" and args.gpu),
         vocab=500 if args.quick else 8000,
+        parts=[part for part in PARTS if part in (args.parts or PARTS)],
     )
 
 
@@ -499,28 +537,28 @@ def measure(setting, arguments, gpus):
     import keras
 
     results = run_information(setting, arguments, gpus)
-    # matmul, training and backends, decoding, SavedModel, CTranslate2, padding, memory
-    progress = keras.utils.Progbar(7, unit_name="part")
+    progress = keras.utils.Progbar(1 + len(setting.parts), unit_name="part")
     sizes = (256, 512) if setting.quick else (2048, 4096, 8192) if gpus else (512, 1024, 2048, 4096)
     results["matmul_flops"] = matmul_rate(max(setting.repeats, 5), sizes, results["matmul_dtype"])
-    progress.update(1)
-    results.update(measure_training(setting, results["matmul_flops"]))
-    progress.update(2)
-    results.update(measure_decoding(setting))
-    progress.update(3)
-    results.update(measure_exports(setting, progress))
-    progress.update(5)
-    efficiency = padding_efficiency(setting.quick)
-    results["padding_efficiency"] = {str(k): v for k, v in efficiency.items()}
-    progress.update(6)
-    preset, batch, length = setting.presets[0]
-    config = config_of(preset, setting.vocab)
-    results["memory"] = peak_memory(config, batch, length, results["policy"])
-    progress.update(7)
+    progress.add(1)
+    for part in setting.parts:
+        results.update(PARTS[part](setting, results))
+        progress.add(1)
     return results
 
 
-def measure_training(setting, rate):
+def measure_padding(setting, results):
+    efficiency = padding_efficiency(setting.quick)
+    return dict(padding_efficiency={str(k): v for k, v in efficiency.items()})
+
+
+def measure_memory(setting, results):
+    preset, batch, length = setting.presets[0]
+    config = config_of(preset, setting.vocab)
+    return dict(memory=peak_memory(config, batch, length, results["policy"]))
+
+
+def measure_training(setting, results):
     """The training step against the peer for each preset and XLA setting, and under each Keras
     backend (None without JAX)."""
     training = [
@@ -529,7 +567,12 @@ def measure_training(setting, rate):
             shape=f"{batch} x {length}",
             xla=jit_compile,
             rows=training_throughput(
-                config_of(preset, setting.vocab), batch, length, setting.repeats, rate, jit_compile
+                config_of(preset, setting.vocab),
+                batch,
+                length,
+                setting.repeats,
+                results["matmul_flops"],
+                jit_compile,
             ),
         )
         for preset, batch, length in setting.presets
@@ -546,7 +589,7 @@ def measure_training(setting, rate):
     return dict(training=training, backends=backends)
 
 
-def measure_decoding(setting):
+def measure_decoding(setting, results):
     """Decoding at batch 1 and 32, on the first preset."""
     preset = setting.presets[0][0]
     length = 8 if setting.quick else 64
@@ -558,8 +601,8 @@ def measure_decoding(setting):
     return dict(decoding_preset=preset, decoding_length=length, decoding=decoding)
 
 
-def measure_exports(setting, progress):
-    """The exported SavedModel against XLA, then the CTranslate2 engines."""
+def measure_exports(setting, results):
+    """The exported SavedModel against XLA, then the served path against CTranslate2."""
     config = config_of(setting.presets[0][0], setting.vocab)
     calls = 5 if setting.quick else 20
     steps = 10 if setting.quick else 1000
@@ -567,16 +610,24 @@ def measure_exports(setting, progress):
         saved_model = saved_model_latency(
             config, calls, directory, thread_settings=(0,) if setting.quick else (0, 1)
         )
-        progress.update(4)
-        ctranslate2 = ctranslate2_speed(
-            calls, directory, steps, QUICK_SIZE if setting.quick else DEMO_SIZE
-        )
+    with tempfile.TemporaryDirectory() as directory:
+        size = QUICK_SIZE if setting.quick else DEMO_SIZE
+        served = served_path(directory, steps, size, setting.quick, 1 if setting.quick else 2)
     return dict(
+        saved_model_preset=setting.presets[0][0],
         saved_model_calls=calls,
         saved_model=saved_model,
-        ctranslate2_steps=steps,
-        ctranslate2=ctranslate2,
+        **served,
     )
+
+
+PARTS = {
+    "training": measure_training,
+    "decoding": measure_decoding,
+    "exports": measure_exports,
+    "padding": measure_padding,
+    "memory": measure_memory,
+}
 
 
 def write(text, results, output):

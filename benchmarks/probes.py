@@ -4,18 +4,37 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
     peak-memory CONFIG_JSON BATCH LENGTH training|decoding POLICY
         [peak KiB before, peak KiB after 3 training steps or 3 beam searches,
          GPU:0 peak KiB or null]
-    saved-model DIRECTORY REPEATS INTRA_OP_THREADS [SENTENCES_FILE]
-        {"1": [seconds per call at batch 1], "32": [...]} of the SavedModel's `translate`,
+    saved-model DIRECTORY REPEATS INTRA_OP_THREADS
+        {"1": [seconds per call at batch 1], "32": [...]} of the SavedModel's
+        `serving_default`,
         loaded with tensorflow and tensorflow_text only (REPEATS calls at batch 1, a quarter as
         many at batch 32), TensorFlow's threads within an op set to INTRA_OP_THREADS (0: its
-        default, one per core; TensorFlow Serving's --tensorflow_intra_op_parallelism), on the
-        file's first sentence and first 32 (default: PROBE_SENTENCE)
+        default, one per core; TensorFlow Serving's --tensorflow_intra_op_parallelism), on
+        PROBE_SENTENCE
+    served-path DIRECTORY SENTENCES_FILE ROUNDS BATCH...
+        {engine: {search: {batch: {"seconds": [per round], "translations": [...]}}}}: the
+        SavedModels DIRECTORY/saved-beam4 and saved-greedy (`serving_default`, with tensorflow
+        and tensorflow_text) and the CTranslate2 models DIRECTORY/ct2-float32 and ct2-int8
+        (programs.engines.CTranslate2Translator, beam 4 and greedy), each translating the
+        file's sentences at each BATCH, in turn within each of ROUNDS rounds; and under
+        "overhead", the CTranslate2 engine's ms per sentence at batch 1 beside its
+        translate_batch call alone
+    saved-models SENTENCES_FILE ROUNDS BATCH SAVED_MODEL...
+        {SAVED_MODEL: {"ms_per_sentence": the best round, "same_as_first": translations equal
+        to the first SavedModel's}}: SavedModels (`serving_default`) translating the file at
+        BATCH in turn in one process, as two exports of one model (before and after a change)
+        are best compared on a machine whose speed moves
+    step-profile SAVED_MODEL SENTENCES_FILE BATCH
+        {"seconds": wall time, "sentences": n, "steps": decoding steps, "ops": {op type:
+        seconds}}: TensorFlow's profiler over the SavedModel translating the file at BATCH
     training-step CONFIG_JSON BATCH LENGTH REPEATS
         [seconds of each training step after 2 warm-up steps] under the Keras backend of
         KERAS_BACKEND (compiled: XLA under JAX, a tf.function without XLA under TensorFlow)
 """
 
+import collections
 import json
+import pathlib
 import re
 import sys
 import time
@@ -96,16 +115,13 @@ def peak_memory(config_json, batch, length, what, policy):
     ]
 
 
-def saved_model(directory, repeats, intra_op_threads, sentences_file=None):
+def saved_model(directory, repeats, intra_op_threads):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
     tf.config.threading.set_intra_op_parallelism_threads(int(intra_op_threads))
     translate = tf.saved_model.load(directory).signatures["serving_default"]
     sentences = [PROBE_SENTENCE] * 32
-    if sentences_file:
-        with open(sentences_file, encoding="utf-8") as lines:
-            sentences = lines.read().splitlines()[:32]
     answers = {}
     for batch in (1, 32):
         batch_sentences = tf.constant(sentences[:batch])
@@ -120,7 +136,163 @@ def saved_model(directory, repeats, intra_op_threads, sentences_file=None):
     return answers
 
 
-PROBES = {"peak-memory": peak_memory, "saved-model": saved_model, "training-step": training_step}
+SEARCHES = {"beam 4": 4, "greedy": 1}
+ENGINES = ("SavedModel", "CTranslate2 float32", "CTranslate2 int8")
+
+
+def read_sentences(path):
+    with open(path, encoding="utf-8") as lines:
+        return lines.read().splitlines()
+
+
+def served_engines(directory):
+    """{engine: {search: translate(list of sentences) -> list of translations}}."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
+
+    from programs.engines import CTranslate2Translator
+
+    def saved(search):
+        path = f"{directory}/saved-{search.replace(' ', '')}"
+        signature = tf.saved_model.load(path).signatures["serving_default"]
+        return lambda batch: [
+            t.decode() for t in signature(sentences=tf.constant(batch))["translation"].numpy()
+        ]
+
+    def ctranslate2(kind, beam_size):
+        engine = CTranslate2Translator(f"{directory}/ct2-{kind}", beam_size=beam_size)
+        return lambda batch: [translation for translation, _ in engine.translate(batch)]
+
+    engines = {"SavedModel": {search: saved(search) for search in SEARCHES}}
+    for kind in ("float32", "int8"):
+        engines[f"CTranslate2 {kind}"] = {
+            search: ctranslate2(kind, beam_size) for search, beam_size in SEARCHES.items()
+        }
+    return engines
+
+
+def engine_overhead(directory, sentences, rounds):
+    """ms per sentence at batch 1 (beam 4) of our CTranslate2 engine (float32) and of its
+    `translate_batch` call alone on pieces tokenized beforehand (the best of `rounds`): the
+    difference is the engine's own work (tokenizing, GNMT's rescoring, detokenizing)."""
+    from programs.engines import CTranslate2Translator
+
+    engine = CTranslate2Translator(f"{directory}/ct2-float32", beam_size=4)
+    pieces = engine.tokenize(sentences)
+    calls = {
+        "engine": lambda i: engine.translate(sentences[i : i + 1]),
+        "translate_batch": lambda i: engine.translator.translate_batch(
+            pieces[i : i + 1],
+            beam_size=4,
+            num_hypotheses=4,
+            length_penalty=0.0,
+            return_scores=True,
+            max_input_length=0,
+            max_decoding_length=min(len(pieces[i]) + 1 + engine.extra_length, engine.max_length),
+        ),
+    }
+    best = {}
+    for _ in range(int(rounds)):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            for i in range(len(sentences)):
+                call(i)
+            seconds = 1000 * (time.perf_counter() - start) / len(sentences)
+            best[name] = min(best.get(name, seconds), seconds)
+    return best
+
+
+def served_path(directory, sentences_file, rounds, *batches):
+    sentences = read_sentences(sentences_file)
+    engines = served_engines(directory)
+    answers = {engine: {search: {} for search in SEARCHES} for engine in engines}
+    for batch in map(int, batches):
+        for search in SEARCHES:
+            translators = {engine: translate[search] for engine, translate in engines.items()}
+            for engine, figures in in_turn(translators, sentences, batch, rounds).items():
+                answers[engine][search][str(batch)] = figures
+    answers["overhead"] = engine_overhead(directory, sentences, rounds)
+    return answers
+
+
+def in_turn(translators, sentences, batch, rounds):
+    """{name: {"seconds": [per round], "translations": [...]}} of `translators` (name: a
+    function of a list of sentences) translating `sentences` at `batch`, in turn within each of
+    `rounds` rounds, after a warm-up call each."""
+    for translate in translators.values():
+        translate(sentences[:batch])
+    answers = {name: {"seconds": []} for name in translators}
+    for _ in range(int(rounds)):
+        for name, translate in translators.items():
+            start, translations = time.perf_counter(), []
+            for i in range(0, len(sentences), batch):
+                translations += translate(sentences[i : i + batch])
+            answers[name]["seconds"].append(time.perf_counter() - start)
+            answers[name]["translations"] = translations
+    return answers
+
+
+def saved_models(sentences_file, rounds, batch, *directories):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    def translator(directory):
+        signature = tf.saved_model.load(directory).signatures["serving_default"]
+        return lambda batch: [
+            t.decode() for t in signature(sentences=tf.constant(batch))["translation"].numpy()
+        ]
+
+    sentences = read_sentences(sentences_file)
+    answers = in_turn({d: translator(d) for d in directories}, sentences, int(batch), rounds)
+    reference = answers[directories[0]]["translations"]
+    return {
+        directory: {
+            "ms_per_sentence": 1000 * min(figures["seconds"]) / len(sentences),
+            "same_as_first": sum(a == b for a, b in zip(figures["translations"], reference)),
+        }
+        for directory, figures in answers.items()
+    }
+
+
+def step_profile(saved_model, sentences_file, batch):
+    import tempfile
+
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    sentences, batch = read_sentences(sentences_file), int(batch)
+    signature = tf.saved_model.load(saved_model).signatures["serving_default"]
+    signature(sentences=tf.constant(sentences[:batch]))  # warm-up
+    with tempfile.TemporaryDirectory() as logdir:
+        tf.profiler.experimental.start(logdir)
+        start = time.perf_counter()
+        for i in range(0, len(sentences), batch):
+            signature(sentences=tf.constant(sentences[i : i + batch]))["translation"].numpy()
+        seconds = time.perf_counter() - start
+        tf.profiler.experimental.stop()
+        (trace,) = pathlib.Path(logdir).glob("**/*.xplane.pb")
+        space = xplane_pb2.XSpace.FromString(trace.read_bytes())
+    ops, steps = collections.Counter(), 0
+    for plane in space.planes:
+        for line in plane.lines:
+            for event in line.events:
+                match = OP_EVENT.fullmatch(plane.event_metadata[event.metadata_id].name)
+                if match:  # "scope/name:OpType" (not the executor's own events)
+                    ops[match.group(2)] += event.duration_ps * 1e-12
+                    steps += match.group(2) == "LogSoftmax" and "/while/" in match.group(1)
+    return {"seconds": seconds, "sentences": len(sentences), "steps": steps, "ops": ops}
+
+
+OP_EVENT = re.compile(r"([\w./-]+):(\w+)")
+PROBES = {
+    "peak-memory": peak_memory,
+    "saved-model": saved_model,
+    "saved-models": saved_models,
+    "served-path": served_path,
+    "step-profile": step_profile,
+    "training-step": training_step,
+}
 
 if __name__ == "__main__":
     print(json.dumps(PROBES[sys.argv[1]](*sys.argv[2:])))

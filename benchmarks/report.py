@@ -63,7 +63,7 @@ decoding with the same XLA setting.{before_note}
 BEFORE_NOTE = " Before: the same rows in `{path}` (run {date}, {machine})."
 
 SAVED_MODEL = """\
-## Exported SavedModel ({decoding_preset} preset, random weights, loaded in a fresh process)
+## Exported SavedModel ({saved_model_preset} preset, random weights, loaded in a fresh process)
 
 The `translate` signature on strings, as TensorFlow Serving runs it (no XLA), beside the same
 model decoding the same source ids with XLA in the benchmark's process (batch 1;
@@ -74,14 +74,39 @@ tokenizes, detokenizes and computes the alignment. Threads within an op: TensorF
 {table}
 """
 
-CTRANSLATE2 = """\
-## CTranslate2 (a model of the demo's size trained {ctranslate2_steps} steps to copy sentences;
-the tiny preset with --quick)
+SERVED_PATH = """\
+## Served path: the SavedModel against CTranslate2 (a model of the demo's size trained
+{served_steps} steps on {served_data}; the tiny preset with --quick)
 
-Beam 4, alpha 0.6, on 32 held-out sentences: ms per sentence at batch 1 (the first sentence) and
-batch 32, and how many of the 32 translations equal the SavedModel's. The SavedModel runs in a
-fresh process as TensorFlow Serving would; the others in the benchmark's process. CTranslate2
-from `python -m serving.ctranslate2` (float32, and `--quantization int8`).
+The {served_sentences} test sentences translated by the exported SavedModel's
+`serving_default` (beam 4 or greedy search, alpha 0.6), as TensorFlow Serving runs it (no XLA),
+and by the same model converted with `python -m serving.ctranslate2` (float32, and
+`--quantization int8`) behind our CTranslate2 engine (`serving.translate --model CT2_DIR`: our
+tokenization, GNMT's length penalty), all in one fresh process, in turn, the best of each
+engine's rounds: ms per sentence at batch 64 and at batch 1, the engine's time over CTranslate2
+float32's in the same process, and how many of its batch-64 translations equal the
+SavedModel's. A second process (not with --quick) sets `TF_ENABLE_ONEDNN_OPTS=0`, which turns
+off TensorFlow's oneDNN kernels.{before_note}
+
+{table}
+
+{overhead}
+"""
+
+OVERHEAD = """\
+Our CTranslate2 engine's own work per call (tokenizing, GNMT's rescoring of CTranslate2's
+hypotheses, detokenizing), measured in the first process at batch 1, beam 4, float32:
+{engine:.2f} ms a sentence in all against {translate_batch:.2f} ms for its `translate_batch`
+call alone on the same pieces.
+"""
+
+STEP_PROFILE = """\
+## Where the SavedModel's time goes (beam 4, batch 64)
+
+TensorFlow's profiler over the SavedModel translating the {served_sentences} sentences at batch
+64 (default setting, fresh process): op time by kind, ms per decoding step (the loop's
+iterations, {steps} here). Op times overlap on {cores} cores, so they add up to more than the
+wall time.{before_note}
 
 {table}
 """
@@ -108,18 +133,24 @@ def fill(template, **fields):
 
 def render(results, before=None):
     """The Markdown report of `results`; with `before` (an earlier run's results.json), the
-    decoding and SavedModel rows also give that run's figures and the speed-up over them."""
-    sections = (
-        intro(results),
-        fill(TRAINING, table=training_table(results)),
-        fill(BACKENDS, table=backends_table(results) if results["backends"] else NO_JAX),
-        decoding(results, before),
-        fill(SAVED_MODEL, **results, table=saved_model_table(results, before)),
-        fill(CTRANSLATE2, **results, table=ctranslate2_table(results)),
-        padding(results),
-        fill(MEMORY, table=memory_table(results)),
-    )
-    return "\n\n".join(sections) + "\n"
+    decoding, SavedModel and served-path rows also give that run's figures and the speed-up
+    over them. A run of some parts (`bench --parts`) has only their sections."""
+    sections = {
+        "training": lambda: fill(TRAINING, table=training_table(results)),
+        "backends": lambda: fill(
+            BACKENDS, table=backends_table(results) if results["backends"] else NO_JAX
+        ),
+        "decoding": lambda: decoding(results, before),
+        "saved_model": lambda: fill(
+            SAVED_MODEL, **results, table=saved_model_table(results, before)
+        ),
+        "served_path": lambda: served(results, before),
+        "step_profile": lambda: step_profile(results, before),
+        "padding_efficiency": lambda: padding(results),
+        "memory": lambda: fill(MEMORY, table=memory_table(results)),
+    }
+    texts = [intro(results)] + [make() for key, make in sections.items() if key in results]
+    return "\n\n".join(texts) + "\n"
 
 
 def intro(results):
@@ -127,14 +158,35 @@ def intro(results):
     return fill(INTRO, **results, **results["versions"], gflops=gflops)
 
 
+def before_note(results, before, key):
+    """The sentence naming the earlier run, when it measured `key`."""
+    if not before or key not in before:
+        return ""
+    return BEFORE_NOTE.format(
+        path=results["before"], date=before["date"], machine=before["machine"]
+    )
+
+
 def decoding(results, before):
-    note = ""
-    if before:
-        note = BEFORE_NOTE.format(
-            path=results["before"], date=before["date"], machine=before["machine"]
-        )
     table = decoding_table(results, before)
-    return fill(DECODING, **results, before_note=note, table=table)
+    return fill(
+        DECODING, **results, before_note=before_note(results, before, "decoding"), table=table
+    )
+
+
+def served(results, before):
+    note = before_note(results, before, "served_path")
+    overhead = fill(OVERHEAD, **results["engine_overhead"]) if "engine_overhead" in results else ""
+    table = served_table(results, before)
+    return fill(SERVED_PATH, **results, before_note=note, table=table, overhead=overhead).strip()
+
+
+def step_profile(results, before):
+    note = before_note(results, before, "step_profile")
+    steps = results["step_profile"]["steps"]
+    cores = results["machine"].split(", ")[1].split()[0]
+    table = step_profile_table(results, before)
+    return fill(STEP_PROFILE, **results, steps=steps, cores=cores, before_note=note, table=table)
 
 
 def padding(results):
@@ -275,24 +327,99 @@ def saved_model_table(results, before):
     return "\n".join(lines)
 
 
-def ctranslate2_table(results):
+def served_table(results, before):
     columns = (
-        *(("engine", "l"), ("batch 1 ms", "r"), ("batch 32 ms/sentence", "r")),
-        *(("batch 1 over SavedModel", "r"), ("batch 32 over SavedModel", "r")),
-        ("same translations", "r"),
+        *(("search", "l"), ("engine", "l"), ("TensorFlow", "l")),
+        *(("batch 64 ms/sentence", "r"), ("batch 1 ms/sentence", "r")),
+        *(("batch 64 over CTranslate2 float32", "r"), ("batch 1 over CTranslate2 float32", "r")),
+        ("same as SavedModel", "r"),
     )
-    lines = table_header(columns)
-    saved = results["ctranslate2"][0]
-    for figures in results["ctranslate2"]:
-        lines.append(
-            row(
-                figures["engine"],
-                *(f"{figures['batch1_ms']:.1f}", f"{figures['batch32_ms']:.2f}"),
-                f"{saved['batch1_ms'] / figures['batch1_ms']:.2f}",
-                f"{saved['batch32_ms'] / figures['batch32_ms']:.2f}",
-                f"{figures['same']}/32",
-            )
+    if before and "served_path" in before:
+        columns += (
+            *(("before: batch 64", "r"), ("speed-up", "r")),
+            *(("before: batch 1", "r"), ("speed-up", "r")),
         )
+    lines = table_header(columns)
+    rows = results["served_path"]
+    for figures in rows:
+        float32 = next(
+            r
+            for r in rows
+            if (r["search"], r["setting"], r["engine"])
+            == (figures["search"], figures["setting"], "CTranslate2 float32")
+        )
+        ms = figures["ms"]
+        cells = [
+            figures["search"],
+            figures["engine"],
+            figures["setting"],
+            *(f"{ms[b]:.2f}" for b in ("64", "1")),
+            *(f"{ms[b] / float32['ms'][b]:.2f}" for b in ("64", "1")),
+            f"{figures['same']}/{results['served_sentences']}",
+        ]
+        if before and "served_path" in before:
+            then = next(
+                (
+                    r
+                    for r in before["served_path"]
+                    if (r["search"], r["engine"], r["setting"])
+                    == (figures["search"], figures["engine"], figures["setting"])
+                ),
+                None,
+            )
+            for b in ("64", "1"):
+                cells += before_cells(then["ms"][b] if then else None, ms[b])
+        lines.append(row(*cells))
+    return "\n".join(lines)
+
+
+# The profile's op types by what they do; the rest are element-wise ops and the loop's own.
+OP_KINDS = {
+    "matmuls: projections, feed-forward, logits": (
+        "MatMul",
+        "_MklMatMul",
+        "_MklNativeFusedMatMul",
+        "_FusedMatMul",
+        "BiasAdd",
+    ),
+    "attention: scores and weighted values": ("BatchMatMulV2", "_MklBatchMatMulV2"),
+    "softmax and log-softmax": ("Softmax", "_MklSoftmax", "LogSoftmax"),
+    "cache: writes, beam reordering, shrinking (gather, scatter, concat)": (
+        "GatherV2",
+        "TensorScatterUpdate",
+        "ConcatV2",
+    ),
+    "top-k": ("TopKV2",),
+}
+
+
+def op_kinds(profile):
+    """ms per decoding step of each kind of op (OP_KINDS, then the rest), and the wall time."""
+    per_step = 1000 / max(profile["steps"], 1)
+    kinds = {kind: 0.0 for kind in (*OP_KINDS, "element-wise and the rest")}
+    for op, seconds in profile["ops"].items():
+        kind = next((k for k, ops in OP_KINDS.items() if op in ops), "element-wise and the rest")
+        kinds[kind] += seconds * per_step
+    kinds["wall time"] = profile["seconds"] * per_step
+    return kinds
+
+
+def step_profile_table(results, before):
+    after = op_kinds(results["step_profile"])
+    then = op_kinds(before["step_profile"]) if before and "step_profile" in before else None
+    columns = (("ops", "l"), ("ms per step", "r"), ("share of op time", "r"))
+    if then:
+        columns += (("before: ms per step", "r"), ("before: share", "r"))
+    lines = table_header(columns)
+    totals = [
+        sum(v for k, v in kinds.items() if k != "wall time") for kinds in (after, then) if kinds
+    ]
+    for kind, ms in after.items():
+        cells = [kind, f"{ms:.2f}", "" if kind == "wall time" else f"{100 * ms / totals[0]:.0f}%"]
+        if then:
+            share = "" if kind == "wall time" else f"{100 * then[kind] / totals[1]:.0f}%"
+            cells += [f"{then[kind]:.2f}", share]
+        lines.append(row(*cells))
     return "\n".join(lines)
 
 

@@ -62,27 +62,46 @@ def alignment(model, source_ids, tokens):
     return tf.reduce_mean(weights, axis=1) * real
 
 
-def model_step_function(model, memory, source_mask, max_length):
-    """A step function over the model's decoder cache, and its initial state.
+class StepState(typing.NamedTuple):
+    """A step function's state: `history`, what each step writes (the self-attention caches),
+    one row per hypothesis, reordered with the beams every step; and `context`, what the steps
+    only read (the source's projected keys and values, its mask), one row per sentence,
+    gathered only when ended sentences leave the batch."""
+
+    history: typing.Any
+    context: typing.Any
+
+
+def model_step_function(model, memory, source_mask, max_length=None, beam_size=1):
+    """A step function over the model's decoder cache, and its initial StepState.
 
     step(tokens [N], state, t) -> (float32 log-probabilities [N, V], state): the decoder reads
-    the token at position t and predicts position t + 1.
+    the token at position t and predicts position t + 1, for N = `beam_size` hypotheses (rows)
+    of each sentence of the memory [B, S, d_model]. With an int `max_length` the
+    self-attention caches are preallocated for it (static shapes, for XLA); with None they grow
+    one position a step, so that each step reads and copies only the positions written.
     """
-    full_cache = model.decoder.build_cache(memory, max_length)
-    cross = [layer["cross"] for layer in full_cache]
-    state = [layer["self"] for layer in full_cache]
+    full_cache = model.decoder.build_cache(memory, max_length, beam_size)
+    history = [layer["self"] for layer in full_cache]
+    context = {"cross": [layer["cross"] for layer in full_cache], "source_mask": source_mask}
     projection = model.embedding.output_projection()  # once, outside the loop
 
-    def step(tokens, self_caches, t):
+    def step(tokens, state, t):
         x = model.embedding(tokens[:, None], mode="target")
-        cache = [{"self": s, "cross": c} for s, c in zip(self_caches, cross)]
+        cache = [{"self": s, "cross": c} for s, c in zip(state.history, state.context["cross"])]
         out, cache = model.decoder(
-            x, None, source_padding_mask=source_mask, cache=cache, cache_index=t, training=False
+            x,
+            None,
+            source_padding_mask=state.context["source_mask"],
+            cache=cache,
+            cache_index=None if max_length is None else t,
+            training=False,
         )
         logits = model.embedding(out[:, 0], mode="logits", projection=projection)
-        return tf.nn.log_softmax(logits), [layer["self"] for layer in cache]
+        history = [layer["self"] for layer in cache]
+        return tf.nn.log_softmax(logits), StepState(history, state.context)
 
-    return step, state
+    return step, StepState(history, context)
 
 
 def _prepare(model, source_ids, max_length, extra_length, min_length=0):
@@ -108,8 +127,14 @@ def _allowed(log_probs, t, min_lengths=None):
     log_probs = log_probs + tf.reduce_sum(never, axis=0)
     if min_lengths is None:
         return log_probs
-    too_early = tf.cast(t < min_lengths, log_probs.dtype)[:, None]
-    return log_probs + too_early * tf.one_hot(EOS_ID, vocab_size, on_value=NEG_INF, off_value=0.0)
+
+    def forbid_eos():
+        too_early = tf.cast(t < min_lengths, log_probs.dtype)[:, None]
+        eos = tf.one_hot(EOS_ID, vocab_size, on_value=NEG_INF, off_value=0.0)
+        return log_probs + too_early * eos
+
+    # Only the first steps need it (one, by default): the others skip two passes over [N, V].
+    return tf.cond(t < tf.reduce_max(min_lengths), forbid_eos, lambda: log_probs)
 
 
 def _padded_prefix(target_prefix, batch_size):
@@ -143,16 +168,77 @@ def _write_column(buffer, values, t):
 
 
 class GreedyState(typing.NamedTuple):
-    """The loop state of greedy search: `step` t (the decoder reads position t), `last` [B] the
-    tokens at t, `finished` [B] whether each sentence has ended, `tokens` [B, L] the output so
-    far, `scores` [B] its summed log-probabilities, `cache` the step function's state."""
+    """The loop state of greedy search over the sentences still in the batch: `step` t (the
+    decoder reads position t), `last` [A] the tokens at t, `finished` [A] whether each has
+    ended, `tokens` [A, L] the output so far, `scores` [A] its summed log-probabilities, `cache`
+    the step function's StepState, `sentences` what each sentence keeps (`_sentences`), and
+    `results` the outputs (tokens [B, L], scores [B]) of the sentences that left."""
 
     step: tf.Tensor
     last: tf.Tensor
     finished: tf.Tensor
     tokens: tf.Tensor
     scores: tf.Tensor
-    cache: list
+    cache: StepState
+    sentences: dict
+    results: tuple
+
+
+def _sentences(batch_size, limits, min_lengths, prefix):
+    """What each sentence keeps through a search, one row per sentence, so that a sentence's
+    rows leave the batch together: its `index` in the batch, its length bound `limit`, and its
+    `min_length` and `prefix` (`_padded_prefix`) where given."""
+    sentences = {"index": tf.range(batch_size), "limit": limits}
+    if min_lengths is not None:
+        sentences["min_length"] = min_lengths
+    if prefix is not None:
+        sentences["prefix"] = prefix
+    return sentences
+
+
+def _rows(sentences, beam_size):
+    """The rows [A * K] of the hypotheses of sentences [A] (the beams of a sentence adjacent)."""
+    return tf.reshape(sentences[:, None] * beam_size + tf.range(beam_size), [-1])
+
+
+def _record(results, index, ended, values):
+    """`results` (tensors [B, ...]) with the rows of the `ended` sentences, whose indices in the
+    batch are `index` [A], set to their `values` (tensors [A, ...])."""
+    where = tf.boolean_mask(index, ended)[:, None]
+    return tf.nest.map_structure(
+        lambda r, v: tf.tensor_scatter_nd_update(r, where, tf.boolean_mask(v, ended)),
+        results,
+        values,
+    )
+
+
+def _staying(ended):
+    """The positions [A'] of the sentences that have not ended."""
+    return tf.cast(tf.where(~ended)[:, 0], tf.int32)
+
+
+def _gather_if(any_ended, structure, rows):
+    """`structure`'s rows, gathered only when a sentence has ended (else left as they are)."""
+    return tf.cond(
+        any_ended,
+        lambda: tf.nest.map_structure(lambda x: tf.gather(x, rows), structure),
+        lambda: structure,
+    )
+
+
+def _free_rows(state):
+    """Shape invariants of a loop state whose batch shrinks: the first axis (the rows) of every
+    tensor is free but in `results`, and the step function's history (growing caches) keeps
+    only its last axis (the depth)."""
+
+    def free(x, kept):  # x's shape with all but its last `kept` axes free
+        dims = x.shape.as_list()
+        return tf.TensorShape([None] * (len(dims) - kept) + dims[len(dims) - kept :])
+
+    invariants = tf.nest.map_structure(lambda x: free(x, max(x.shape.rank - 1, 0)), state)
+    history = tf.nest.map_structure(lambda x: free(x, 1), state.cache.history)
+    results = tf.nest.map_structure(lambda x: x.shape, state.results)
+    return invariants._replace(cache=invariants.cache._replace(history=history), results=results)
 
 
 def most_likely(log_probs, t):
@@ -210,30 +296,45 @@ def sampled(temperature, top_k, top_p, seed):
 
 
 def greedy_decode(
-    step, state, batch_size, limits, max_length, min_lengths=None, choose=None, prefix=None
+    step,
+    state,
+    batch_size,
+    limits,
+    max_length,
+    min_lengths=None,
+    choose=None,
+    prefix=None,
+    static_shapes=False,
 ):
     """Greedy search over `step`: ids [B, L] (0 after eos) and summed log-probabilities [B].
     Sentence b ends at eos, which is not chosen before step min_lengths[b], or at limits[b].
     `choose(log_probs, t)` picks each step's tokens (default `most_likely`; `sampled` samples).
-    The output of sentence b starts with `prefix`[b] (`_padded_prefix`), if given."""
+    The output of sentence b starts with `prefix`[b] (`_padded_prefix`), if given.
+    `state` is the step function's StepState, one row per sentence. Without `static_shapes`
+    (for graphs run without XLA) an ended sentence leaves the batch, so that the steps compute
+    only the sentences still going; with them (XLA) every step computes the whole batch.
+    """
     choose = choose or most_likely
 
     def body(s):
         log_probs, cache = step(s.last, s.cache, s.step)
-        log_probs = _allowed(log_probs, s.step, min_lengths)
+        log_probs = _allowed(log_probs, s.step, s.sentences.get("min_length"))
         if prefix is not None:
-            log_probs = _forced(log_probs, s.step, prefix)
+            log_probs = _forced(log_probs, s.step, s.sentences["prefix"])
         next_token = choose(log_probs, s.step)
         gained = tf.gather(log_probs, next_token, batch_dims=1)
         next_token = tf.where(s.finished, PAD_ID, next_token)
-        return GreedyState(
+        s = GreedyState(
             step=s.step + 1,
             last=next_token,
-            finished=s.finished | (next_token == EOS_ID) | (s.step + 1 >= limits),
+            finished=s.finished | (next_token == EOS_ID) | (s.step + 1 >= s.sentences["limit"]),
             tokens=_write_column(s.tokens, next_token, s.step),
             scores=s.scores + tf.where(s.finished, 0.0, gained),
             cache=cache,
+            sentences=s.sentences,
+            results=s.results,
         )
+        return s if static_shapes else _leave_greedy(s)
 
     def cond(s):
         return (s.step < max_length) & ~tf.reduce_all(s.finished)
@@ -245,17 +346,36 @@ def greedy_decode(
         tokens=tf.zeros([batch_size, max_length], tf.int32),
         scores=tf.zeros([batch_size], tf.float32),
         cache=state,
+        sentences=_sentences(batch_size, limits, min_lengths, prefix),
+        results=(),
     )
-    end = tf.while_loop(cond, lambda s: (body(s),), (start,))[0]
-    return end.tokens, end.scores
+    if static_shapes:
+        end = tf.while_loop(cond, lambda s: (body(s),), (start,))[0]
+        return end.tokens, end.scores
+    start = start._replace(results=(start.tokens, start.scores))
+    loop = tf.while_loop(cond, lambda s: (body(s),), (start,), (_free_rows(start),))
+    return loop[0].results
+
+
+def _leave_greedy(s):
+    """The state without its ended sentences, their outputs recorded in `results`."""
+    results = _record(s.results, s.sentences["index"], s.finished, (s.tokens, s.scores))
+    staying = _staying(s.finished)
+    kept = tf.nest.map_structure(
+        lambda x: tf.gather(x, staying), (s.last, s.finished, s.tokens, s.scores, s.sentences)
+    )
+    cache = _gather_if(tf.reduce_any(s.finished), s.cache, staying)
+    return GreedyState(s.step, *kept[:4], cache, kept[4], results)
 
 
 class BeamState(typing.NamedTuple):
-    """The loop state of beam search (K beams per sentence): `step` t; `last` [B, K] the alive
-    hypotheses' tokens at t; `alive_tokens` [B, K, L] and `alive_log_probs` [B, K] the
-    hypotheses still growing; `finished_tokens` [B, K, L] and `finished_scores` [B, K] the best
-    ended ones (log P / lp), best first; `done` [B] sentences whose search has ended; `cache`
-    the step function's state, one row per alive hypothesis."""
+    """The loop state of beam search (K beams per sentence) over the sentences still in the
+    batch: `step` t; `last` [A, K] the alive hypotheses' tokens at t; `alive_tokens` [A, K, L]
+    and `alive_log_probs` [A, K] the hypotheses still growing; `finished_tokens` [A, K, L] and
+    `finished_scores` [A, K] the best ended ones (log P / lp), best first; `done` [A] sentences
+    whose search has ended; `cache` the step function's StepState, one row per alive
+    hypothesis; `sentences` what each sentence keeps (`_sentences`); `results` the n-best
+    (ids [B, K, L], scores [B, K]) of the sentences that left."""
 
     step: tf.Tensor
     last: tf.Tensor
@@ -264,7 +384,9 @@ class BeamState(typing.NamedTuple):
     finished_tokens: tf.Tensor
     finished_scores: tf.Tensor
     done: tf.Tensor
-    cache: list
+    cache: StepState
+    sentences: dict
+    results: tuple
 
 
 class Extensions(typing.NamedTuple):
@@ -282,11 +404,11 @@ class Extensions(typing.NamedTuple):
 def _extend(state, log_probs, limits, beam_size):
     """The 2K best extensions of the alive hypotheses, given the next-token log-probabilities
     [B, K, V]. Two K: even if K of them end, K remain to stay alive."""
-    vocab_size = tf.shape(log_probs)[-1]
+    vocab_size = log_probs.shape[-1] or tf.shape(log_probs)[-1]  # static: top_k sees it
     candidates = tf.reshape(
-        state.alive_log_probs[:, :, None] + log_probs, [tf.shape(log_probs)[0], -1]
+        state.alive_log_probs[:, :, None] + log_probs, [-1, beam_size * vocab_size]
     )
-    top_log_probs, top_indices = tf.math.top_k(candidates, 2 * beam_size)
+    top_log_probs, top_indices = top_k(candidates, 2 * beam_size)
     parents, tokens = top_indices // vocab_size, top_indices % vocab_size
     sequences = _write_column(
         tf.gather(state.alive_tokens, parents, batch_dims=1), tokens, state.step
@@ -294,6 +416,25 @@ def _extend(state, log_probs, limits, beam_size):
     reachable = top_log_probs > NEG_INF / 2  # not an extension of an empty beam
     ending = reachable & ((tokens == EOS_ID) | (state.step + 1 >= limits)[:, None])
     return Extensions(top_log_probs, parents, tokens, sequences, ending)
+
+
+def top_k(x, k, block=32):
+    """tf.math.top_k of the rows of x [R, C]: the same values and indices (equal values: the
+    lower index first), found in the k blocks of `block` columns with the largest maxima, which
+    hold the k largest entries. Beam search's 2K best of K x V candidates take one pass over
+    them this way, 7x faster than TopKV2's (benchmarks/README.md, "Served path")."""
+    columns = x.shape[-1]
+    if columns is None or columns < 4 * k * block:  # too few blocks to gain anything
+        return tf.math.top_k(x, k)
+    padding = -columns % block
+    x = tf.pad(x, [[0, 0], [0, padding]], constant_values=float("-inf")) if padding else x
+    rows = tf.shape(x)[0]
+    blocks = tf.reshape(x, [rows, -1, block])
+    _, chosen = tf.math.top_k(tf.reduce_max(blocks, axis=-1), k)
+    chosen = tf.sort(chosen, axis=-1)  # in column order, so that equal values keep theirs
+    candidates = tf.reshape(tf.gather(blocks, chosen, batch_dims=1), [rows, k * block])
+    values, positions = tf.math.top_k(candidates, k)
+    return values, tf.gather(chosen, positions // block, batch_dims=1) * block + positions % block
 
 
 def _keep_finished(state, extensions, alpha, beam_size):
@@ -311,17 +452,15 @@ def _keep_finished(state, extensions, alpha, beam_size):
     return tokens, scores
 
 
-def _keep_alive(extensions, cache, first_rows, beam_size):
-    """The K best extensions that do not end, and the cache rows of the hypotheses they extend
-    (`first_rows` [B, 1]: the cache row of each sentence's first beam): (tokens [B, K, L],
-    log P [B, K], last tokens [B, K], cache)."""
+def _keep_alive(extensions, beam_size):
+    """The K best extensions that do not end: (tokens [B, K, L], log P [B, K], last tokens
+    [B, K], and the beam [B, K] each extends)."""
     log_probs, survivors = tf.math.top_k(
         tf.where(extensions.ending, NEG_INF, extensions.log_probs), beam_size
     )
     tokens = tf.gather(extensions.sequences, survivors, batch_dims=1)
     last = tf.gather(extensions.tokens, survivors, batch_dims=1)
-    rows = tf.reshape(tf.gather(extensions.parents, survivors, batch_dims=1) + first_rows, [-1])
-    return tokens, log_probs, last, tf.nest.map_structure(lambda c: tf.gather(c, rows), cache)
+    return tokens, log_probs, last, tf.gather(extensions.parents, survivors, batch_dims=1)
 
 
 def _search_ended(done, alive_log_probs, finished_scores, limits, alpha, beam_size):
@@ -339,35 +478,50 @@ def _search_ended(done, alive_log_probs, finished_scores, limits, alpha, beam_si
 
 
 def beam_decode(
-    step, state, batch_size, limits, max_length, beam_size, alpha, min_lengths=None, prefix=None
+    step,
+    state,
+    batch_size,
+    limits,
+    max_length,
+    beam_size,
+    alpha,
+    min_lengths=None,
+    prefix=None,
+    static_shapes=False,
 ):
     """Beam search over `step` (§6.1): GNMT length penalty, early termination.
 
-    `state` holds tensors whose leading dimension is batch_size * beam_size (the beams of one
-    sentence adjacent). Each step ranks the 2K best extensions of the K alive hypotheses
-    (`_extend`); those ending in eos (or at the sentence's bound) join the finished ones
-    (`_keep_finished`), the K best others stay alive (`_keep_alive`), and a sentence's search
-    ends early when nothing alive can win (`_search_ended`). No hypothesis of sentence b ends
-    in eos before step min_lengths[b]. Beam size 1 is greedy search. With `prefix`
-    (`_padded_prefix`) every hypothesis of sentence b starts with prefix[b].
+    `state` is the step function's StepState: its history has one row per hypothesis
+    (batch_size * beam_size rows, the beams of one sentence adjacent), its context one row per
+    sentence. Each step ranks the 2K best extensions of the K
+    alive hypotheses (`_extend`); those ending in eos (or at the sentence's bound) join the
+    finished ones (`_keep_finished`), the K best others stay alive (`_keep_alive`) and the
+    state's history follows them, and a sentence's search ends early when nothing alive can win
+    (`_search_ended`). No hypothesis of sentence b ends in eos before step min_lengths[b]. Beam
+    size 1 is greedy search. With `prefix` (`_padded_prefix`) every hypothesis of sentence b
+    starts with prefix[b]. Without `static_shapes` (graphs run without XLA) a sentence whose
+    search has ended leaves the batch; with them (XLA) every step computes the whole batch.
     Returns the n-best ids [B, K, L] (0 after eos) and their scores [B, K], best first.
     """
     k = beam_size
-    first_rows = tf.range(batch_size)[:, None] * k
-    row_min_lengths = None if min_lengths is None else tf.repeat(min_lengths, k)
-    row_prefix = None if prefix is None else tf.repeat(prefix, k, axis=0)
 
     def body(s):
+        first_rows = tf.range(tf.shape(s.last)[0])[:, None] * k  # each sentence's first beam
         log_probs, cache = step(tf.reshape(s.last, [-1]), s.cache, s.step)
-        log_probs = _allowed(log_probs, s.step, row_min_lengths)
-        if row_prefix is not None:
-            log_probs = _forced(log_probs, s.step, row_prefix)
-        log_probs = tf.reshape(log_probs, [batch_size, k, -1])
-        extensions = _extend(s, log_probs, limits, k)
+        min_length = s.sentences.get("min_length")
+        log_probs = _allowed(
+            log_probs, s.step, None if min_length is None else tf.repeat(min_length, k)
+        )
+        if prefix is not None:
+            log_probs = _forced(log_probs, s.step, tf.repeat(s.sentences["prefix"], k, axis=0))
+        log_probs = tf.reshape(log_probs, [-1, k, log_probs.shape[-1] or tf.shape(log_probs)[-1]])
+        limit = s.sentences["limit"]
+        extensions = _extend(s, log_probs, limit, k)
         finished_tokens, finished_scores = _keep_finished(s, extensions, alpha, k)
-        alive_tokens, alive_log_probs, last, cache = _keep_alive(extensions, cache, first_rows, k)
-        done = _search_ended(s.done, alive_log_probs, finished_scores, limits, alpha, k)
-        return BeamState(
+        alive_tokens, alive_log_probs, last, parents = _keep_alive(extensions, k)
+        done = _search_ended(s.done, alive_log_probs, finished_scores, limit, alpha, k)
+        rows = tf.reshape(parents + first_rows, [-1])  # the row each alive hypothesis extends
+        s = BeamState(
             s.step + 1,
             last,
             alive_tokens,
@@ -376,7 +530,13 @@ def beam_decode(
             finished_scores,
             done,
             cache,
+            s.sentences,
+            s.results,
         )
+        if static_shapes:
+            history = tf.nest.map_structure(lambda c: tf.gather(c, rows), cache.history)
+            return s._replace(cache=cache._replace(history=history))
+        return _leave_beam(s, rows, k)
 
     def cond(s):
         return (s.step < max_length) & ~tf.reduce_all(s.done)
@@ -392,9 +552,34 @@ def beam_decode(
         finished_scores=tf.fill([batch_size, k], NEG_INF),
         done=tf.zeros([batch_size], tf.bool),
         cache=state,
+        sentences=_sentences(batch_size, limits, min_lengths, prefix),
+        results=(),
     )
-    end = tf.while_loop(cond, lambda s: (body(s),), (start,))[0]
-    return end.finished_tokens, end.finished_scores
+    if static_shapes:
+        end = tf.while_loop(cond, lambda s: (body(s),), (start,))[0]
+        return end.finished_tokens, end.finished_scores
+    start = start._replace(results=(start.finished_tokens, start.finished_scores))
+    loop = tf.while_loop(cond, lambda s: (body(s),), (start,), (_free_rows(start),))
+    return loop[0].results
+
+
+def _leave_beam(s, rows, k):
+    """The state without the sentences whose search has ended, their n-best recorded in
+    `results`; the history follows the alive hypotheses (`rows`), in one gather."""
+    results = _record(
+        s.results, s.sentences["index"], s.done, (s.finished_tokens, s.finished_scores)
+    )
+    staying = _staying(s.done)
+    kept = tf.nest.map_structure(
+        lambda x: tf.gather(x, staying),
+        (s.last, s.alive_tokens, s.alive_log_probs, s.finished_tokens, s.finished_scores, s.done),
+    )
+    history = tf.nest.map_structure(
+        lambda c: tf.gather(c, tf.gather(rows, _rows(staying, k))), s.cache.history
+    )
+    context = _gather_if(tf.reduce_any(s.done), s.cache.context, staying)
+    sentences = tf.nest.map_structure(lambda x: tf.gather(x, staying), s.sentences)
+    return BeamState(s.step, *kept, StepState(history, context), sentences, results)
 
 
 def _greedy(
@@ -406,42 +591,64 @@ def _greedy(
     min_length,
     choose=None,
     target_prefix=None,
+    static_shapes=False,
 ):
     source_ids, batch_size, max_length, limits, min_lengths = _prepare(
         model, source_ids, max_length, extra_length, min_length
     )
     if use_cache:
         memory, source_mask = encode(model, source_ids)
-        step, state = model_step_function(model, memory, source_mask, max_length)
+        step, state = model_step_function(
+            model, memory, source_mask, max_length if static_shapes else None
+        )
     else:
         step, state = _recomputing_step(model, source_ids, batch_size, max_length)
     prefix = _padded_prefix(target_prefix, batch_size)
-    return greedy_decode(step, state, batch_size, limits, max_length, min_lengths, choose, prefix)
+    return greedy_decode(
+        step, state, batch_size, limits, max_length, min_lengths, choose, prefix, static_shapes
+    )
 
 
 def sample_ids(
-    model, source_ids, seed, sampling, max_length, extra_length, min_length=1, target_prefix=None
+    model,
+    source_ids,
+    seed,
+    sampling,
+    max_length,
+    extra_length,
+    min_length=1,
+    target_prefix=None,
+    static_shapes=False,
 ):
-    """sample without its own tf.function, for use inside another (the Translator)."""
+    """sample without its own tf.function, for use inside another (the Translator); with
+    `static_shapes` for XLA."""
     choose = None
     if sampling.temperature > 0:
         seed = tf.broadcast_to(tf.cast(seed, tf.int32), [2])
         choose = sampled(sampling.temperature, sampling.top_k, sampling.top_p, seed)
     return _greedy(
-        model, source_ids, max_length, extra_length, True, min_length, choose, target_prefix
+        model,
+        source_ids,
+        max_length,
+        extra_length,
+        True,
+        min_length,
+        choose,
+        target_prefix,
+        static_shapes,
     )
 
 
 def _recomputing_step(model, source_ids, batch_size, max_length):
     """The way the official tutorial decodes: the whole model on the whole prefix, every step."""
 
-    def step(tokens, prefix, t):
-        prefix = _write_column(prefix, tokens, t)
+    def step(tokens, state, t):
+        prefix = _write_column(state.history, tokens, t)
         target = prefix[:, : t + 1]
-        logits = model({"source": source_ids, "target": target}, training=False)[:, -1]
-        return tf.nn.log_softmax(logits), prefix
+        logits = model({"source": state.context, "target": target}, training=False)[:, -1]
+        return tf.nn.log_softmax(logits), StepState(prefix, state.context)
 
-    return step, tf.zeros([batch_size, max_length], tf.int32)
+    return step, StepState(tf.zeros([batch_size, max_length], tf.int32), source_ids)
 
 
 def beam_ids(
@@ -453,17 +660,29 @@ def beam_ids(
     extra_length,
     min_length=1,
     target_prefix=None,
+    static_shapes=False,
 ):
-    """beam_search without its own tf.function, for use inside another (the Translator)."""
+    """beam_search without its own tf.function, for use inside another (the Translator); with
+    `static_shapes` for XLA."""
     source_ids, batch_size, max_length, limits, min_lengths = _prepare(
         model, source_ids, max_length, extra_length, min_length
     )
     memory, source_mask = encode(model, source_ids)
-    tiled = [tf.repeat(x, beam_size, axis=0) for x in (memory, source_mask)]
-    step, state = model_step_function(model, *tiled, max_length)
+    step, state = model_step_function(
+        model, memory, source_mask, max_length if static_shapes else None, beam_size
+    )
     prefix = _padded_prefix(target_prefix, batch_size)
     return beam_decode(
-        step, state, batch_size, limits, max_length, beam_size, alpha, min_lengths, prefix
+        step,
+        state,
+        batch_size,
+        limits,
+        max_length,
+        beam_size,
+        alpha,
+        min_lengths,
+        prefix,
+        static_shapes,
     )
 
 
@@ -477,7 +696,14 @@ def _compiled(model, function, jit_compile, tensors, **settings):
         model_ref = weakref.ref(model)
 
         def decode(source_ids, max_length, **tensors):
-            return function(model_ref(), source_ids, max_length=max_length, **tensors, **settings)
+            return function(
+                model_ref(),
+                source_ids,
+                max_length=max_length,
+                static_shapes=jit_compile,
+                **tensors,
+                **settings,
+            )
 
         per_model[key] = tf.function(decode, jit_compile=jit_compile, reduce_retracing=True)
     return per_model[key]

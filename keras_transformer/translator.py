@@ -162,6 +162,7 @@ class Translator(tf.Module):
                 extra_length=self.extra_length,
                 min_length=self.min_length,
                 target_prefix=prefix,
+                static_shapes=self.jit_compile,
             )
         ids, scores = sample_ids(
             self.model,
@@ -172,6 +173,7 @@ class Translator(tf.Module):
             extra_length=self.extra_length,
             min_length=self.min_length,
             target_prefix=prefix,
+            static_shapes=self.jit_compile,
         )
         return ids[:, None], scores[:, None]  # an n-best list of one
 

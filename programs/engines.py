@@ -9,6 +9,7 @@ benchmarks pick and call engines in one way.
 """
 
 import json
+import os
 import pathlib
 import typing
 
@@ -200,17 +201,26 @@ class CTranslate2Translator:
     CTranslate2 takes one bound per call, so in a batch each sentence may run to the batch's
     largest bound. Unlike our searches, CTranslate2 does not forbid <pad> and <s> as outputs
     (forbidding them there renormalises the probabilities, and the scores would differ): a
-    trained model does not choose them."""
+    trained model does not choose them.
 
-    def __init__(self, model_dir, beam_size=4, alpha=0.6, extra_length=50, threads=0):
+    `workers` translate in parallel (default 0: one per core), one thread each: a batch is
+    split into as many parts (CTranslate2 sorts it by length first). CTranslate2's threads
+    within a batch (OpenMP) spin between the many small parallel regions of a step; two
+    translators in one process, each with such threads, then took turns for the cores, and the
+    second ran batch-1 beam search 10x slower (3.2 and 31.4 ms a sentence on 2 cores,
+    2026-11-24). Single-threaded workers do not spin, and split batches ran about as fast at
+    batch 64 (see benchmarks/README.md, "Served path")."""
+
+    def __init__(self, model_dir, beam_size=4, alpha=0.6, extra_length=50, workers=0):
         import ctranslate2
         import sentencepiece
 
         model_dir = pathlib.Path(model_dir)
         if not (model_dir / "model.bin").is_file():
             raise ValueError(f"{model_dir} holds no CTranslate2 model (model.bin)")
+        self.workers = workers or len(os.sched_getaffinity(0))
         self.translator = ctranslate2.Translator(
-            str(model_dir), device="cpu", intra_threads=threads
+            str(model_dir), device="cpu", inter_threads=self.workers, intra_threads=1
         )
         self.processor = sentencepiece.SentencePieceProcessor(
             model_file=str(model_dir / run_dir.TOKENIZER_FILE)
@@ -227,6 +237,10 @@ class CTranslate2Translator:
         limit = self.max_length - 1 if limit is None else limit
         return [self.processor.encode(normalize_text(s), out_type=str)[:limit] for s in sentences]
 
+    def part_size(self, batch):
+        """The size of the parts a batch is split into, one for each worker."""
+        return -(-len(batch) // self.workers)
+
     def translate_pieces(self, pieces, prefixes=None):
         """[(pieces, score)] for lists of source pieces, each translation starting with its
         list of `prefixes` pieces (if given): the best hypothesis and its log P(Y) / lp(Y).
@@ -242,6 +256,7 @@ class CTranslate2Translator:
             return_scores=True,
             max_input_length=0,  # cut by tokenize
             max_decoding_length=bound,  # tokens with eos (and the prefix), or cut at the bound
+            max_batch_size=self.part_size(pieces),
         )
         prefix_log_probs = self.prefix_log_probs(pieces, prefixes)
         best = []
@@ -281,8 +296,12 @@ class CTranslate2Translator:
     def score(self, sources, targets):
         """[Scored] for lists of source strings and their translations (eos added, targets cut
         to max_length - 1 pieces), with CTranslate2's `score_batch`."""
+        sources = self.tokenize(sources)
         results = self.translator.score_batch(
-            self.tokenize(sources), self.tokenize(targets), max_input_length=0
+            sources,
+            self.tokenize(targets),
+            max_input_length=0,
+            max_batch_size=self.part_size(sources),
         )
         scored = []
         for result in results:

@@ -6,6 +6,7 @@ import pytest
 from keras import ops
 
 from keras_transformer.layers import MultiHeadAttention, scaled_dot_product_attention
+from keras_transformer.layers.attention import appended_positions
 
 
 def numpy_softmax(x):
@@ -113,6 +114,15 @@ def test_self_attention_cache_equals_full_causal_pass():
     first, cache = layer(x[:, :3], cache=cache, cache_index=0)
     rest, cache = layer(x[:, 3:], cache=cache, cache_index=3)
     np.testing.assert_allclose(np.concatenate([first, rest], 1), full, atol=1e-5)
+    # A growing cache, appended to: chunks of several positions see each other causally.
+    cache = layer.empty_cache(2)
+    positions = [appended_positions(0, 3), appended_positions(3, 1), appended_positions(4, 3)]
+    outputs = []
+    for (start, stop), where in zip([(0, 3), (3, 4), (4, 7)], positions):
+        out, cache = layer(x[:, start:stop], cache=cache, cache_index=where)
+        outputs.append(out)
+    assert tuple(cache["key"].shape) == (2, 4, 7, 4)
+    np.testing.assert_allclose(np.concatenate(outputs, 1), full, atol=1e-5)
 
 
 def test_cross_attention_cache_computes_memory_once():

@@ -15,7 +15,8 @@ HEADINGS = (
     "## Keras backends",
     "## Decoding",
     "## Exported SavedModel",
-    "## CTranslate2",
+    "## Served path",
+    "## Where the SavedModel's time goes",
     "## Padding efficiency",
     "## Peak resident host memory",
 )
@@ -62,14 +63,17 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
     }  # --quick: TensorFlow's default threads only
     for row in saved:
         assert row["steps"] > 1 and row["over_xla"] == row["p50_ms"] / row["xla_ms"]
-    engines = [row["engine"] for row in results["ctranslate2"]]
-    assert engines == [
-        "SavedModel, fresh process",
-        "XLA, in process",
-        "CTranslate2 float32",
-        "CTranslate2 int8",
+    served = results["served_path"]  # --quick: TensorFlow's default setting only
+    assert [(row["search"], row["engine"], row["setting"]) for row in served] == [
+        (search, engine, "default")
+        for search in ("beam 4", "greedy")
+        for engine in ("SavedModel", "CTranslate2 float32", "CTranslate2 int8")
     ]
-    assert all(row["batch1_ms"] > 0 and 0 <= row["same"] <= 32 for row in results["ctranslate2"])
+    for row in served:
+        assert row["ms"]["64"] > 0 and row["ms"]["1"] > 0 and 0 <= row["same"] <= 32
+        assert row["same"] == 32 or row["engine"] != "SavedModel"
+    profile = results["step_profile"]
+    assert profile["steps"] > 0 and profile["ops"]["LogSoftmax"] > 0
     assert results["padding_efficiency"]["True"] > results["padding_efficiency"]["False"]
     assert results["memory"]["training"]["peak_mib"] > 0
 
@@ -113,9 +117,9 @@ def test_gpu_setting_without_a_gpu_is_refused(monkeypatch, capsys):
 
 
 def test_a_decoding_step_builds_what_its_layers_share_once():
-    """In the exported graph's loop, each decoder layer writes its keys and values with one
-    scatter each, and the positions and causal mask (their Range ops) are built once per step,
-    whatever the depth."""
+    """In the exported graph's loop, each decoder layer appends its keys and values to its
+    growing cache (one concat each), and what the layers share (positions, causal mask: their
+    Range ops; the recorded outputs: scatters) is built once per step, whatever the depth."""
     import keras_transformer as kt
     from benchmarks import step_ops
 
@@ -126,5 +130,13 @@ def test_a_decoding_step_builds_what_its_layers_share_once():
         return step_ops.loop_ops(kt.build_transformer(config), beam_size=1)
 
     one, three = step(1), step(3)
-    assert three["TensorScatterUpdate"] == 2 * 3
+    assert three["ConcatV2"] - one["ConcatV2"] == 2 * 2
     assert one["Range"] == three["Range"] > 0
+    assert one["TensorScatterUpdate"] == three["TensorScatterUpdate"]
+
+
+def test_benchmark_parts_are_checked(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--parts", "speed", "--output", "-"])
+    assert exit_info.value.code == 2
+    assert "--parts: invalid choice: 'speed'" in capsys.readouterr().err

@@ -8,7 +8,9 @@ import tensorflow as tf
 from conftest import random_ids
 
 import keras_transformer as kt
-from keras_transformer.decoding import beam_decode, greedy_decode
+from keras_transformer.decoding import StepState, beam_decode, greedy_decode, top_k
+
+NO_STATE = StepState((), ())  # the toy decoders keep no state
 
 EOS = 3
 
@@ -169,10 +171,46 @@ def test_beam_search_finds_the_best_hypothesis_by_brute_force(seed):
     best, best_tokens = brute_force_best(table, limit, alpha)
     # 4 allowed tokens (no pad, no bos): a beam of 4^3 never prunes a prefix.
     ids, scores = beam_decode(
-        markov_step(table), [], 1, tf.constant([limit]), limit, beam_size=64, alpha=alpha
+        markov_step(table), NO_STATE, 1, tf.constant([limit]), limit, beam_size=64, alpha=alpha
     )
     assert strip(ids.numpy()[0, 0]) == best_tokens
     assert float(scores[0, 0]) == pytest.approx(best, abs=1e-4)
+
+
+def test_sentences_leave_the_batch_without_changing_any_result():
+    """Without static shapes an ended sentence leaves the batch (here at steps 3, 5 and 7, out
+    of order): every sentence's n-best and greedy output equal those of the static search,
+    which computes the whole batch to the end, and those of the sentence searched alone."""
+    table = np.random.default_rng(7).normal(scale=2.0, size=(8, 9, 9))
+    limits = tf.constant([5, 3, 7])
+    searches = {
+        static: (
+            beam_decode(markov_step(table), NO_STATE, 3, limits, 8, 3, 0.6, None, None, static),
+            greedy_decode(markov_step(table), NO_STATE, 3, limits, 8, static_shapes=static),
+        )
+        for static in (True, False)
+    }
+    for dynamic, static in zip(tf.nest.flatten(searches[False]), tf.nest.flatten(searches[True])):
+        np.testing.assert_array_equal(dynamic, static)
+    for b in range(3):
+        alone = beam_decode(markov_step(table), NO_STATE, 1, limits[b : b + 1], 8, 3, 0.6)
+        np.testing.assert_array_equal(alone[0][0], searches[False][0][0][b])
+        np.testing.assert_array_equal(alone[1][0], searches[False][0][1][b])
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_blocked_top_k_equals_top_k(ties):
+    """Beam search's top_k (the best blocks of columns first) gives tf.math.top_k's values and
+    indices, the lower index first among equal values, also when the columns do not fill the
+    last block."""
+    x = np.random.default_rng(8).normal(size=(5, 4 * 1001)).astype("float32")
+    if ties:
+        x = np.round(x)  # a few distinct values, each thousands of times
+        x[1] = 0.0
+    values, indices = top_k(tf.constant(x), 8)
+    expected = tf.math.top_k(x, 8)
+    np.testing.assert_array_equal(values, expected.values)
+    np.testing.assert_array_equal(indices, expected.indices)
 
 
 def test_early_termination_never_cuts_a_better_alive_hypothesis():
@@ -184,7 +222,7 @@ def test_early_termination_never_cuts_a_better_alive_hypothesis():
     table[1, 4, [3, 5]] = np.log([0.5, 0.5])  # b -> eos, c
     table[2:, :, 3] = np.log(1 - 1e-6)  # then eos
     ids, scores = beam_decode(
-        markov_step(table), [], 1, tf.constant([limit]), limit, beam_size=2, alpha=0.6
+        markov_step(table), NO_STATE, 1, tf.constant([limit]), limit, beam_size=2, alpha=0.6
     )
     assert strip(ids.numpy()[0, 0]) == [1, 5, 3]
     assert float(scores[0, 0]) == pytest.approx(brute_force_best(table, limit, 0.6)[0], abs=1e-4)
@@ -194,9 +232,9 @@ def test_each_sentence_stops_at_its_own_bound():
     table = np.zeros((20, 6, 6))
     table[:, :, EOS] = -30.0  # eos is (almost) never chosen
     limits = tf.constant([3, 7])
-    tokens, _ = greedy_decode(markov_step(table), [], 2, limits, 20)
+    tokens, _ = greedy_decode(markov_step(table), NO_STATE, 2, limits, 20)
     assert [len(strip(row)) for row in tokens.numpy()] == [3, 7]
-    ids, _ = beam_decode(markov_step(table), [], 2, limits, 20, beam_size=3, alpha=0.6)
+    ids, _ = beam_decode(markov_step(table), NO_STATE, 2, limits, 20, beam_size=3, alpha=0.6)
     assert [len(strip(row)) for row in ids.numpy()[:, 0]] == [3, 7]
 
 
@@ -227,9 +265,9 @@ def test_a_non_empty_source_never_gets_an_empty_translation():
     table = np.zeros((6, 6, 6))
     table[:, :, EOS] = 3.0
     min_lengths, limits = tf.constant([1, 0]), tf.constant([6, 6])
-    tokens, _ = greedy_decode(markov_step(table), [], 2, limits, 6, min_lengths)
+    tokens, _ = greedy_decode(markov_step(table), NO_STATE, 2, limits, 6, min_lengths)
     assert [len(strip(row)) for row in tokens.numpy()] == [2, 1]  # one token then eos; eos
-    ids, scores = beam_decode(markov_step(table), [], 2, limits, 6, 3, 0.6, min_lengths)
+    ids, scores = beam_decode(markov_step(table), NO_STATE, 2, limits, 6, 3, 0.6, min_lengths)
     assert [len(strip(row)) for row in ids.numpy()[:, 0]] == [2, 1]
     assert np.isfinite(scores.numpy()[:, 0]).all()
     # Through the public functions, with a model whose every output is eos: the last decoder

@@ -3,6 +3,7 @@
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from conftest import random_ids
 
 import keras_transformer as kt
@@ -64,7 +65,11 @@ def test_target_padding_changes_no_logit_of_real_positions(model):
     [{}, {"norm_first": True, "positional": "learned", "share_embeddings": False}],
     ids=["paper", "prenorm-learned-unshared"],
 )
-def test_cached_decoding_equals_full_sequence(overrides):
+@pytest.mark.parametrize("growing", [False, True], ids=["preallocated", "growing"])
+def test_cached_decoding_equals_full_sequence(overrides, growing):
+    """Step by step through the cache, preallocated for 9 positions (written at cache_index)
+    or growing (appended to), the decoder gives the full pass's logits; a growing cache holds
+    exactly the positions read so far."""
     model = tiny_model(**overrides)
     rng = np.random.default_rng(3)
     source = random_ids(rng, 2, 7, VOCAB)
@@ -74,15 +79,47 @@ def test_cached_decoding_equals_full_sequence(overrides):
 
     source_mask = source != 0
     memory = model.encoder(model.embedding(source, mode="source"), padding_mask=source_mask)
-    cache = model.decoder.build_cache(memory, max_length=9)
+    cache = model.decoder.build_cache(memory, max_length=None if growing else 9)
     step_logits = []
     for t in range(9):
         x = model.embedding(target[:, t : t + 1], mode="target")
         out, cache = model.decoder(
-            x, None, source_padding_mask=source_mask, cache=cache, cache_index=t
+            x,
+            None,
+            source_padding_mask=source_mask,
+            cache=cache,
+            cache_index=None if growing else t,
         )
         step_logits.append(np.asarray(model.embedding(out, mode="logits")))
+        assert cache[0]["self"]["key"].shape[2] == (t + 1 if growing else 9)
     np.testing.assert_allclose(np.concatenate(step_logits, 1), full, atol=1e-4)
+
+
+def test_beams_share_their_sentence_memory_cache():
+    """With build_cache(memory, beam_size=3) the 3 adjacent rows of each sentence read its one
+    copy of the memory's keys and values: outputs and attention weights equal those of a cache
+    built on the memory repeated per row."""
+    model = tiny_model()
+    rng = np.random.default_rng(9)
+    source = random_ids(rng, 2, 6, VOCAB)
+    source[0, 4:] = 0
+    target = random_ids(rng, 6, 4, VOCAB)
+    source_mask = source != 0
+    memory = model.encoder(model.embedding(source, mode="source"), padding_mask=source_mask)
+    shared = model.decoder.build_cache(memory, beam_size=3)
+    repeated = model.decoder.build_cache(np.repeat(memory, 3, axis=0))
+    assert shared[0]["cross"]["key"].shape[0] == 2 and shared[0]["self"]["key"].shape[0] == 6
+    for t in range(4):
+        x = model.embedding(target[:, t : t + 1], mode="target")
+        results = []
+        for cache, mask in ((shared, source_mask), (repeated, np.repeat(source_mask, 3, axis=0))):
+            out, cache, weights = model.decoder(
+                x, None, source_padding_mask=mask, cache=cache, return_attention_scores=True
+            )
+            results.append((cache, out, weights))
+        (shared, *ours), (repeated, *theirs) = results
+        for a, b in zip(tf.nest.flatten(ours), tf.nest.flatten(theirs)):
+            np.testing.assert_allclose(a, b, atol=1e-5)
 
 
 def test_decoder_returns_cross_attention_weights_per_layer(model):

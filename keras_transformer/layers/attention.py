@@ -49,8 +49,10 @@ def causal_mask(query_length, key_length, start_index=0):
 class CachePositions(typing.NamedTuple):
     """Where a decoding call writes T new positions into self-attention caches [B, H, L, d],
     and what its queries see: `indices` [B * H * T, 3], the (batch, head, position) of every
-    row written, and `visible` boolean [T, L] (§3.2.3's causal mask). A decoder builds them once
-    per step (`cache_positions`) for all its layers."""
+    row written into a preallocated cache, or None for a growing cache, to which the new
+    positions are appended; `visible` boolean [T, L] (§3.2.3's causal mask), or None where a
+    single new position sees the whole cache. A decoder builds them once per step
+    (`cache_positions`, `appended_positions`) for all its layers."""
 
     indices: typing.Any
     visible: typing.Any
@@ -71,6 +73,16 @@ def cache_positions(start_index, new_length, cache_shape):
         axis=-1,
     )
     return CachePositions(ops.reshape(indices, (-1, 3)), causal_mask(new_length, length, start))
+
+
+def appended_positions(start_index, new_length):
+    """CachePositions for `new_length` positions appended to growing caches that hold
+    `start_index` positions. The cache then holds exactly the past: one new position (a
+    static 1, as in a decoding step) sees all of it, and needs no mask."""
+    if isinstance(new_length, int) and new_length == 1:
+        return CachePositions(None, None)
+    start = ops.cast(start_index, "int32")
+    return CachePositions(None, causal_mask(new_length, start + new_length, start))
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -98,8 +110,9 @@ class MultiHeadAttention(keras.layers.Layer):
         cache: incremental decoding state, a dict {"key": [B, H, L, d_k], "value": [B, H, L, d_v]}.
             With `cache_index` (causal self-attention) the new positions' keys and values are
             written into the preallocated cache at `cache_index` (an int, a scalar tensor, or
-            the `CachePositions` of `cache_positions`) and queries attend to cache positions
-            <= their own; start from `empty_cache`. Without `cache_index`
+            the `CachePositions` of `cache_positions`), or appended to a growing cache
+            (`appended_positions`), and queries attend to cache positions <= their own; start
+            from `empty_cache`. Without `cache_index`
             (encoder-decoder attention) the cache holds the memory's projected keys and values,
             computed once by `memory_cache`, and `value` is not needed.
         return_attention_scores: also return the float32 weights [B, H, Tq, Tk].
@@ -159,13 +172,15 @@ class MultiHeadAttention(keras.layers.Layer):
             "value": self.project_heads(memory, self.value_kernel, self.depth_v),
         }
 
-    def empty_cache(self, batch_size, max_length):
-        """A zero cache for causal self-attention over up to `max_length` positions."""
+    def empty_cache(self, batch_size, max_length=None):
+        """A zero cache for causal self-attention over up to `max_length` positions, or with
+        None an empty one that grows by the positions written (shapes change each step: for
+        graphs without XLA)."""
         require_built(self)
-        dtype = self.compute_dtype
+        dtype, length = self.compute_dtype, 0 if max_length is None else max_length
         return {
-            "key": ops.zeros((batch_size, self.num_heads, max_length, self.depth_k), dtype),
-            "value": ops.zeros((batch_size, self.num_heads, max_length, self.depth_v), dtype),
+            "key": ops.zeros((batch_size, self.num_heads, length, self.depth_k), dtype),
+            "value": ops.zeros((batch_size, self.num_heads, length, self.depth_v), dtype),
         }
 
     def call(
@@ -194,6 +209,7 @@ class MultiHeadAttention(keras.layers.Layer):
             }
             k, v = cache["key"], cache["value"]
             causal = cache_index.visible
+            use_causal_mask = False  # the positions' own mask (None: every position visible)
         elif cache is not None:
             k, v = cache["key"], cache["value"]
         else:
@@ -264,11 +280,14 @@ def require_built(layer):
 
 def write_positions(cache, update, positions):
     """cache [B, H, L, d] with the rows of `positions` (CachePositions) replaced by update
-    [B, H, T, d].
+    [B, H, T, d], or, for a growing cache, update appended: [B, H, L + T, d].
 
-    A scatter: a core op that TensorFlow Serving runs without XLA and that writes in place where
-    it can (XLA: always), where a select would rewrite the whole cache each step.
+    A scatter into a preallocated cache keeps the shapes static, as XLA needs; XLA writes in
+    place. Without XLA (TensorFlow Serving) the scatter copies the whole cache, so a graph
+    there appends to a growing cache, copying only the positions written so far.
     """
+    if positions.indices is None:
+        return ops.concatenate([cache, ops.cast(update, cache.dtype)], axis=2)
     rows = ops.reshape(update, (-1, update.shape[-1]))
     return ops.scatter_update(cache, positions.indices, ops.cast(rows, cache.dtype))
 

@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_transformer.layers.attention import cache_positions
+from keras_transformer.layers.attention import appended_positions, cache_positions
 from keras_transformer.layers.stack import Stack, SublayerConnections, layer_norm
 
 
@@ -24,7 +24,8 @@ class DecoderLayer(SublayerConnections):
         inputs: [B, T, d_model]. memory: the encoder output [B, S, d_model].
         target_padding_mask: boolean [B, T]; source_padding_mask: boolean [B, S].
         cache: {"self": ..., "cross": ...} attention caches (see `Decoder.build_cache`), with
-            `cache_index` the position of the first input; the memory is then not read.
+            `cache_index` the position of the first input in a preallocated cache, or None for
+            a growing cache (the inputs are appended); the memory is then not read.
         return_attention_scores: also return the encoder-decoder weights [B, H, T, S].
 
     Returns [B, T, d_model]; then the updated cache if one was given; then the weights if asked.
@@ -57,9 +58,9 @@ class DecoderLayer(SublayerConnections):
         return_attention_scores=False,
         training=None,
     ):
-        if cache is not None and cache_index is None:
-            raise ValueError(
-                f"{self.name}: a cache needs the cache_index of the first input position"
+        if cache is not None and cache_index is None:  # a growing cache: append to it
+            cache_index = appended_positions(
+                keras.ops.shape(cache["self"]["key"])[2], keras.ops.shape(inputs)[1]
             )
         if (
             cache is None and memory is None
@@ -82,14 +83,18 @@ class DecoderLayer(SublayerConnections):
         x = self.sublayer_output(x, h, self.self_attention_norm, training)
 
         h = self.sublayer_input(x, self.cross_attention_norm)
-        h = self.cross_attention(
-            h,
-            memory,
-            attention_mask=source_padding_mask,
-            cache=None if cache is None else cache["cross"],
-            return_attention_scores=return_attention_scores,
-            training=training,
-        )
+        if cache is None:
+            h = self.cross_attention(
+                h,
+                memory,
+                attention_mask=source_padding_mask,
+                return_attention_scores=return_attention_scores,
+                training=training,
+            )
+        else:
+            h = self.cached_cross_attention(
+                h, cache["cross"], source_padding_mask, return_attention_scores, training
+            )
         if return_attention_scores:
             h, weights = h
         x = self.sublayer_output(x, h, self.cross_attention_norm, training)
@@ -103,6 +108,32 @@ class DecoderLayer(SublayerConnections):
         if return_attention_scores:
             results += (weights,)
         return results[0] if len(results) == 1 else results
+
+    def cached_cross_attention(self, h, cross_cache, mask, return_attention_scores, training):
+        """Attention over the memory cache of A sentences (keys and values [A, H, S, d], mask
+        [A, S]) for queries h [N, T, d_model] of N = A x R rows, the R rows of a sentence
+        adjacent (its beams): they read the sentence's memory as R x T queries of one row, so
+        that beams share one copy of it. R = 1 is plain cached attention."""
+        sentences = keras.ops.shape(cross_cache["key"])[0]
+        rows, length = keras.ops.shape(h)[0], keras.ops.shape(h)[1]
+        h = keras.ops.reshape(h, (sentences, -1, h.shape[-1]))
+        outputs = self.cross_attention(
+            h,
+            attention_mask=mask,
+            cache=cross_cache,
+            return_attention_scores=return_attention_scores,
+            training=training,
+        )
+        if not return_attention_scores:
+            return keras.ops.reshape(outputs, (rows, length, h.shape[-1]))
+        outputs, weights = outputs  # weights [A, H, R x T, S] -> [N, H, T, S]
+        heads, keys = keras.ops.shape(weights)[1], keras.ops.shape(weights)[3]
+        weights = keras.ops.reshape(weights, (sentences, heads, -1, length, keys))
+        weights = keras.ops.transpose(weights, (0, 2, 1, 3, 4))
+        return (
+            keras.ops.reshape(outputs, (rows, length, h.shape[-1])),
+            keras.ops.reshape(weights, (rows, heads, length, keys)),
+        )
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -124,7 +155,10 @@ class Decoder(Stack):
         target_padding_mask: boolean [B, T]; source_padding_mask: boolean [B, S].
         cache, cache_index: incremental decoding. `build_cache(memory, max_length)` gives the
             initial cache; each call writes positions cache_index ... cache_index + T - 1 and
-            returns the new cache. The memory is read from the cache, so pass None.
+            returns the new cache. With `build_cache(memory)` the cache grows instead: pass
+            no cache_index, and each call appends its T positions. The memory is read from the
+            cache, so pass None; with `build_cache(memory, beam_size=K)` the inputs hold K
+            adjacent rows (hypotheses) per sentence of the memory.
         return_attention_scores: also return the encoder-decoder weights, one [B, H, T, S]
             tensor per layer.
 
@@ -143,10 +177,12 @@ class Decoder(Stack):
     def build(self, inputs_shape, memory_shape=None):
         self.build_stack(inputs_shape, memory_shape=memory_shape)
 
-    def build_cache(self, memory, max_length):
+    def build_cache(self, memory, max_length=None, beam_size=1):
         """The initial decoding cache: per layer, an empty self-attention cache for
-        `max_length` positions and the memory's keys and values, projected once."""
-        batch_size = keras.ops.shape(memory)[0]
+        `max_length` positions (None: a growing one) and `beam_size` hypotheses (rows) per
+        sentence, and the memory's keys and values, projected once and shared by a sentence's
+        hypotheses."""
+        batch_size = keras.ops.shape(memory)[0] * beam_size
         return [
             {
                 "self": layer.self_attention.empty_cache(batch_size, max_length),
@@ -166,19 +202,23 @@ class Decoder(Stack):
         return_attention_scores=False,
         training=None,
     ):
-        if (cache is None) != (cache_index is None):
-            raise ValueError(f"{self.name}: cache and cache_index must be given together")
+        if cache is None and cache_index is not None:
+            raise ValueError(f"{self.name}: a cache_index needs a cache")
         if cache is None and memory is None:
             raise ValueError(
                 f"{self.name}: memory (the encoder output) is required without a cache"
             )
-        x = self.embed_positions(
-            inputs, start_index=0 if cache is None else cache_index, training=training
-        )
+        start_index = 0
         if cache is not None:  # where every layer writes and looks, computed once
-            cache_index = cache_positions(
-                cache_index, keras.ops.shape(x)[1], keras.ops.shape(cache[0]["self"]["key"])
-            )
+            cache_shape = keras.ops.shape(cache[0]["self"]["key"])
+            new_length = keras.ops.shape(inputs)[1]
+            if cache_index is None:  # a growing cache: the inputs follow what it holds
+                start_index = cache_shape[2]
+                cache_index = appended_positions(start_index, new_length)
+            else:
+                start_index = cache_index
+                cache_index = cache_positions(cache_index, new_length, cache_shape)
+        x = self.embed_positions(inputs, start_index=start_index, training=training)
         new_cache, all_weights = [], []
         for i, layer in enumerate(self.layers):
             outputs = layer(
