@@ -362,8 +362,9 @@ def served_path(directory, steps, size, quick, rounds):
     """The served path: one trained model (`train_served_model`) exported as the SavedModels of
     beam 4 and greedy search and converted to CTranslate2 (float32, int8), timed in fresh
     processes (benchmarks.probes served-path: the engines in turn, best of `rounds`) under each
-    TensorFlow setting (TF_SETTINGS; the default only with `quick`); and where the SavedModel's
-    time goes, by op type (benchmarks.probes step-profile, beam 4, batch 64)."""
+    TensorFlow setting (TF_SETTINGS; the default only with `quick`); and, in the first process,
+    where the SavedModel's time goes by op type (beam 4, batch 64) and the CTranslate2
+    engine's own work per call."""
     import keras_transformer as kt
     from benchmarks.probes import SEARCHES
     from serving.ctranslate2 import convert
@@ -380,20 +381,20 @@ def served_path(directory, steps, size, quick, rounds):
     sentences_file.write_text("\n".join(sentences) + "\n", encoding="utf-8")
     rows, results = [], {}
     for setting, env in list(TF_SETTINGS.items())[: 1 if quick else None]:
+        first = not results  # measures the engine's overhead and profiles the SavedModel
+        profile = "profile" if first else "no-profile"
         answers = run_probe(
-            "served-path", directory, sentences_file, rounds, *SERVED_BATCHES, env=env
+            "served-path", directory, sentences_file, rounds, profile, *SERVED_BATCHES, env=env
         )
         overhead = answers.pop("overhead")
-        if setting == "default":
-            results["engine_overhead"] = overhead
+        if first:
+            results = dict(engine_overhead=overhead, step_profile=answers.pop("profile"))
         rows += served_rows(setting, answers, len(sentences))
-    profile = run_probe("step-profile", f"{directory}/saved-beam4", sentences_file, 64)
     return dict(
         served_data=data,
         served_sentences=len(sentences),
         served_steps=steps,
         served_path=rows,
-        step_profile=profile,
         **results,
     )
 
@@ -590,13 +591,13 @@ def measure_training(setting, results):
 
 
 def measure_decoding(setting, results):
-    """Decoding at batch 1 and 32, on the first preset."""
+    """Decoding at batch 1 and 32 (--quick: batch 1), on the first preset."""
     preset = setting.presets[0][0]
     length = 8 if setting.quick else 64
     config = config_of(preset, setting.vocab)
     decoding = [
         dict(batch=batch, **decoding_speed(config, batch, length, setting.repeats))
-        for batch in (1, 32)
+        for batch in ((1,) if setting.quick else (1, 32))
     ]
     return dict(decoding_preset=preset, decoding_length=length, decoding=decoding)
 

@@ -11,14 +11,15 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
         many at batch 32), TensorFlow's threads within an op set to INTRA_OP_THREADS (0: its
         default, one per core; TensorFlow Serving's --tensorflow_intra_op_parallelism), on
         PROBE_SENTENCE
-    served-path DIRECTORY SENTENCES_FILE ROUNDS BATCH...
+    served-path DIRECTORY SENTENCES_FILE ROUNDS profile|no-profile BATCH...
         {engine: {search: {batch: {"seconds": [per round], "translations": [...]}}}}: the
         SavedModels DIRECTORY/saved-beam4 and saved-greedy (`serving_default`, with tensorflow
         and tensorflow_text) and the CTranslate2 models DIRECTORY/ct2-float32 and ct2-int8
         (programs.engines.CTranslate2Translator, beam 4 and greedy), each translating the
         file's sentences at each BATCH, in turn within each of ROUNDS rounds; and under
         "overhead", the CTranslate2 engine's ms per sentence at batch 1 beside its
-        translate_batch call alone
+        translate_batch call alone; with `profile`, under "profile" the step profile of
+        saved-beam4 at batch 64 (below), in the same process
     saved-models SENTENCES_FILE ROUNDS BATCH SAVED_MODEL...
         {SAVED_MODEL: {"ms_per_sentence": the best round, "same_as_first": translations equal
         to the first SavedModel's}}: SavedModels (`serving_default`) translating the file at
@@ -27,6 +28,7 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
     step-profile SAVED_MODEL SENTENCES_FILE BATCH
         {"seconds": wall time, "sentences": n, "steps": decoding steps, "ops": {op type:
         seconds}}: TensorFlow's profiler over the SavedModel translating the file at BATCH
+        (after a warm-up call)
     training-step CONFIG_JSON BATCH LENGTH REPEATS
         [seconds of each training step after 2 warm-up steps] under the Keras backend of
         KERAS_BACKEND (compiled: XLA under JAX, a tf.function without XLA under TensorFlow)
@@ -202,7 +204,7 @@ def engine_overhead(directory, sentences, rounds):
     return best
 
 
-def served_path(directory, sentences_file, rounds, *batches):
+def served_path(directory, sentences_file, rounds, profile, *batches):
     sentences = read_sentences(sentences_file)
     engines = served_engines(directory)
     answers = {engine: {search: {} for search in SEARCHES} for engine in engines}
@@ -212,6 +214,8 @@ def served_path(directory, sentences_file, rounds, *batches):
             for engine, figures in in_turn(translators, sentences, batch, rounds).items():
                 answers[engine][search][str(batch)] = figures
     answers["overhead"] = engine_overhead(directory, sentences, rounds)
+    if profile == "profile":
+        answers["profile"] = step_profile(f"{directory}/saved-beam4", sentences_file, 64)
     return answers
 
 

@@ -104,7 +104,7 @@ STEP_PROFILE = """\
 ## Where the SavedModel's time goes (beam 4, batch 64)
 
 TensorFlow's profiler over the SavedModel translating the {served_sentences} sentences at batch
-64 (default setting, fresh process): op time by kind, ms per decoding step (the loop's
+64 (default setting): op time by kind, ms per decoding step (the loop's
 iterations, {steps} here). Op times overlap on {cores} cores, so they add up to more than the
 wall time.{before_note}
 

@@ -226,6 +226,16 @@ def _gather_if(any_ended, structure, rows):
     )
 
 
+def _search(cond, body, start, outputs, static_shapes):
+    """Runs a search's loop from `start`: `outputs` (a function of a state) of its end state
+    with static shapes; else the `results` in which each sentence recorded its outputs as it
+    left the batch (starting as `outputs(start)`)."""
+    if static_shapes:
+        return outputs(tf.while_loop(cond, lambda s: (body(s),), (start,))[0])
+    start = type(start)(*start[:-1], outputs(start))  # `results` comes last
+    return tf.while_loop(cond, lambda s: (body(s),), (start,), (_free_rows(start),))[0].results
+
+
 def _free_rows(state):
     """Shape invariants of a loop state whose batch shrinks: the first axis (the rows) of every
     tensor is free but in `results`, and the step function's history (growing caches) keeps
@@ -238,7 +248,10 @@ def _free_rows(state):
     invariants = tf.nest.map_structure(lambda x: free(x, max(x.shape.rank - 1, 0)), state)
     history = tf.nest.map_structure(lambda x: free(x, 1), state.cache.history)
     results = tf.nest.map_structure(lambda x: x.shape, state.results)
-    return invariants._replace(cache=invariants.cache._replace(history=history), results=results)
+    cache = StepState(
+        history, invariants.cache.context
+    )  # the states end: cache, sentences, results
+    return type(state)(*invariants[:-3], cache, invariants.sentences, results)
 
 
 def most_likely(log_probs, t):
@@ -275,7 +288,8 @@ def sampled(temperature, top_k, top_p, seed):
     """Sampling's choice at step t: a token drawn from each row of log_probs [N, V] divided by
     `temperature`, restricted to the `top_k` most likely tokens and to the nucleus, the fewest
     most likely tokens whose probability reaches `top_p` (Holtzman et al., 2020). The draw is a
-    function of (seed [2], t) alone, so a seed reproduces it."""
+    function of (seed [2], t) and of the rows still in the batch (ended sentences leave it
+    without XLA), so a seed reproduces the translations of a batch."""
 
     def choose(log_probs, t):
         logits = log_probs / temperature
@@ -349,12 +363,7 @@ def greedy_decode(
         sentences=_sentences(batch_size, limits, min_lengths, prefix),
         results=(),
     )
-    if static_shapes:
-        end = tf.while_loop(cond, lambda s: (body(s),), (start,))[0]
-        return end.tokens, end.scores
-    start = start._replace(results=(start.tokens, start.scores))
-    loop = tf.while_loop(cond, lambda s: (body(s),), (start,), (_free_rows(start),))
-    return loop[0].results
+    return _search(cond, body, start, lambda s: (s.tokens, s.scores), static_shapes)
 
 
 def _leave_greedy(s):
@@ -521,6 +530,9 @@ def beam_decode(
         alive_tokens, alive_log_probs, last, parents = _keep_alive(extensions, k)
         done = _search_ended(s.done, alive_log_probs, finished_scores, limit, alpha, k)
         rows = tf.reshape(parents + first_rows, [-1])  # the row each alive hypothesis extends
+        if static_shapes:
+            history = tf.nest.map_structure(lambda c: tf.gather(c, rows), cache.history)
+            cache = StepState(history, cache.context)
         s = BeamState(
             s.step + 1,
             last,
@@ -533,10 +545,7 @@ def beam_decode(
             s.sentences,
             s.results,
         )
-        if static_shapes:
-            history = tf.nest.map_structure(lambda c: tf.gather(c, rows), cache.history)
-            return s._replace(cache=cache._replace(history=history))
-        return _leave_beam(s, rows, k)
+        return s if static_shapes else _leave_beam(s, rows, k)
 
     def cond(s):
         return (s.step < max_length) & ~tf.reduce_all(s.done)
@@ -555,12 +564,9 @@ def beam_decode(
         sentences=_sentences(batch_size, limits, min_lengths, prefix),
         results=(),
     )
-    if static_shapes:
-        end = tf.while_loop(cond, lambda s: (body(s),), (start,))[0]
-        return end.finished_tokens, end.finished_scores
-    start = start._replace(results=(start.finished_tokens, start.finished_scores))
-    loop = tf.while_loop(cond, lambda s: (body(s),), (start,), (_free_rows(start),))
-    return loop[0].results
+    return _search(
+        cond, body, start, lambda s: (s.finished_tokens, s.finished_scores), static_shapes
+    )
 
 
 def _leave_beam(s, rows, k):
@@ -799,9 +805,9 @@ def sample(
 
     `temperature` divides the log-probabilities (0: greedy search), `top_k` keeps the k most
     likely tokens, `top_p` the nucleus of probability p (both None: no filter). A given int
-    `seed` (or [2] ints) gives the same translations every call; None draws one. Returns ids
-    [B, L] int32 and their summed log-probabilities under the model [B]. Bounds, `min_length`
-    and `target_prefix` as for `greedy_search`.
+    `seed` (or [2] ints) gives the same translations of the same batch every call; None draws
+    one. Returns ids [B, L] int32 and their summed log-probabilities under the model [B].
+    Bounds, `min_length` and `target_prefix` as for `greedy_search`.
     """
     sampling = Sampling(float(temperature), top_k, top_p).check()
     if seed is None:
