@@ -431,7 +431,7 @@ def top_k(x, k, block=32):
     """tf.math.top_k of the rows of x [R, C]: the same values and indices (equal values: the
     lower index first), found in the k blocks of `block` columns with the largest maxima, which
     hold the k largest entries. Beam search's 2K best of K x V candidates take one pass over
-    them this way, 7x faster than TopKV2's (benchmarks/README.md, "Served path")."""
+    them this way: 2.50 -> 0.18 ms a step at batch 64 (benchmarks/README.md, the profile)."""
     columns = x.shape[-1]
     if columns is None or columns < 4 * k * block:  # too few blocks to gain anything
         return tf.math.top_k(x, k)
