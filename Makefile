@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench quality data venv clean
+.PHONY: demo test bench quality data venv clean gpu-bundle
 
 venv: $(INSTALLED)
 
@@ -54,6 +54,23 @@ demo: $(INSTALLED)
 bench: $(INSTALLED)
 	$(BIN)/python -m training.prepare_ding --phrases
 	$(BIN)/python -m benchmarks.bench $(BENCH_ARGS)
+
+# What an offline GPU machine with JAX and no TensorFlow needs for `python -m benchmarks.gpu`
+# (README, "GPUs"), in one folder to copy beside the repository (under 60 MiB): Ding binarized
+# with the demo's vocabulary (4000 pieces, the phrase mixture) and the wheels of Keras, KerasHub
+# and the two pure-Python or binary needs such an image lacks, for Python 3.12 on x86-64.
+GPU_BUNDLE ?= build/gpu-bundle
+GPU_PYTHON ?= 3.12
+GPU_PLATFORMS := $(foreach n,manylinux_2_28 manylinux_2_27 manylinux_2_17 manylinux2014,--platform $(n)_x86_64)
+
+gpu-bundle: $(INSTALLED)
+	$(BIN)/python -m training.prepare_ding --phrases
+	test -e $(GPU_BUNDLE)/ding || $(BIN)/python -m training.binarize --dataset ding --phrases \
+		--sentence-repeats 10 --vocab-size 4000 --output $(GPU_BUNDLE)/ding
+	$(BIN)/pip download --quiet --no-deps --only-binary=:all: --python-version $(GPU_PYTHON) \
+		--implementation cp $(GPU_PLATFORMS) -d $(GPU_BUNDLE)/wheels \
+		$$($(BIN)/pip list --format=freeze 2>/dev/null | grep -E -i '^(keras|keras-hub|namex|optree)==')
+	du -sh $(GPU_BUNDLE)
 
 # The study of the demo's settings (hours; resumable): rewrites benchmarks/QUALITY.md and QUALITY.json.
 quality: $(INSTALLED)

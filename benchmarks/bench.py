@@ -2,8 +2,8 @@
 
     python -m benchmarks.bench          # CPU, a few minutes; rewrites benchmarks/README.md
     python -m benchmarks.bench --quick --output -   # a tiny setting, for the tests
-    python -m benchmarks.bench --gpu    # a GPU: bf16, XLA off and on, the base preset at the
-                                        # paper's 25000-token batch; writes benchmarks/GPU.md
+
+A GPU machine, with JAX and without TensorFlow, runs `python -m benchmarks.gpu` instead.
 
 It measures; benchmarks/report.py writes the Markdown report (and re-renders one from a
 results.json: `python -m benchmarks.report`).
@@ -428,38 +428,23 @@ def best_length(ids):
 
 def build_parser():
     parser = flags.parser(__doc__, "benchmarks.bench")
-    parser.add_argument(
-        "--quick", action="store_true", help="the tiny preset and one repetition (for tests)"
-    )
+    flags.add_quick(parser)
     parser.add_argument(
         "--repeats", type=int, default=10, help="timed repetitions of each measurement"
-    )
-    parser.add_argument(
-        "--gpu",
-        action="store_true",
-        help="the GPU setting: bf16, XLA off and on, the base preset at 25000 target tokens",
     )
     parser.add_argument(
         "--xla",
         choices=["off", "on", "both"],
         default=None,
-        help="compile the training steps with XLA (default: off; both with --gpu)",
+        help="compile the training steps with XLA (default: off)",
     )
-    parser.add_argument(
-        "--parts",
-        nargs="+",
-        choices=["training", "decoding", "exports", "padding", "memory"],
-        default=None,
-        help="measure only these parts (default: all): training (and the Keras backends), "
-        "decoding, exports (the SavedModel, the served path against CTranslate2), padding, "
-        "memory",
-    )
+    flags.add_parts(parser, list(PARTS))
     flags.add_mixed_precision(parser)
     report.add_before(parser)
     flags.add_output(
         parser,
-        f"the Markdown report ('-': standard output; default {RESULTS}, benchmarks/GPU.md with "
-        "--gpu) and beside it the raw results (results.json for README.md, NAME.json for NAME.md)",
+        f"the Markdown report ('-': standard output; default {RESULTS}) and beside it the raw "
+        "results (results.json for README.md, NAME.json for NAME.md)",
     )
     return parser
 
@@ -468,18 +453,14 @@ def plan(args):
     """What a run measures, from its flags."""
     if args.quick:
         presets = [("tiny", 8, 16)]
-    elif args.gpu:
-        presets = [("base", 500, 50)]  # 25000 target tokens a step, the paper's batch (§5.1)
     else:
         presets = [("small", 32, 32), ("base", 8, 32)]
     return types.SimpleNamespace(
         quick=args.quick,
         repeats=1 if args.quick else args.repeats,
         presets=presets,
-        xla={"off": [False], "on": [True], "both": [False, True]}[
-            args.xla or ("both" if args.gpu else "off")
-        ],
-        bf16=args.mixed_precision == "bf16" or (args.mixed_precision == "auto" and args.gpu),
+        xla={"off": [False], "on": [True], "both": [False, True]}[args.xla or "off"],
+        bf16=args.mixed_precision == "bf16",
         vocab=500 if args.quick else 8000,
         parts=[part for part in PARTS if part in (args.parts or PARTS)],
     )
@@ -649,11 +630,9 @@ def main(argv=None):
     if args.mixed_precision not in ("auto", "off", "bf16"):
         parser.error(f"--mixed-precision {args.mixed_precision}: the benchmarks take off or bf16")
     setting = plan(args)
-    output = args.output or pathlib.Path("benchmarks/GPU.md" if args.gpu else RESULTS)
+    output = args.output or pathlib.Path(RESULTS)
     before = report.read_json(args.before, "--before") if args.before else None
     gpus = setup_tensorflow(setting.bf16)
-    if args.gpu and not gpus:
-        parser.error("--gpu: TensorFlow sees no GPU here")
     results = measure(setting, argv if argv is not None else sys.argv[1:], gpus)
     if args.before:
         results["before"] = str(args.before)

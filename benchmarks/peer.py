@@ -1,9 +1,9 @@
 """The peer of the benchmarks: a Transformer of the same size built from KerasHub's
-`TransformerEncoder` / `TransformerDecoder`, and greedy decoding with their key/value caches."""
+`TransformerEncoder` / `TransformerDecoder`, and greedy decoding with their key/value caches
+(TensorFlow; the model itself trains under any backend, as `benchmarks.gpu` runs it)."""
 
 import keras
 import keras_hub
-import tensorflow as tf
 
 
 class KerasHubTransformer:
@@ -51,6 +51,8 @@ class KerasHubTransformer:
     def greedy(self, source, length, bos_id=2, jit_compile=False):
         """Greedy decoding of `length` tokens [B, length] with the decoders' caches (the way
         KerasHub's seq2seq models decode), as one tf.function, compiled with XLA if asked."""
+        import tensorflow as tf
+
         if jit_compile not in self._compiled:
             self._compiled[jit_compile] = tf.function(
                 self._greedy, jit_compile=jit_compile, reduce_retracing=True
@@ -58,6 +60,8 @@ class KerasHubTransformer:
         return self._compiled[jit_compile](tf.convert_to_tensor(source, tf.int32), length, bos_id)
 
     def _greedy(self, source, length, bos_id):
+        import tensorflow as tf
+
         memory = self.encode(source)
         batch = tf.shape(source)[0]
         head_dim = self.config.d_model // self.config.num_heads

@@ -32,6 +32,20 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
     training-step CONFIG_JSON BATCH LENGTH REPEATS
         [seconds of each training step after 2 warm-up steps] under the Keras backend of
         KERAS_BACKEND (compiled: XLA under JAX, a tf.function without XLA under TensorFlow)
+    model-throughput CONFIG_JSON BATCH LENGTH STEPS REPEATS ours|ours-explicit|kerashub POLICY
+        {"seconds_per_step": [per repeat], "first_seconds": the first step (compilation),
+        "peak_bytes": the device allocator's peak or null, "params": n}: our model (with
+        ours-explicit, attention never through keras.ops.dot_product_attention) or the
+        KerasHub-layers peer trained by `fit` on one random batch under the dtype POLICY,
+        STEPS steps per execution (one host sync per repeat: the device's own pace); needs
+        no TensorFlow under JAX
+    loss-share CONFIG_JSON BATCH LENGTH REPEATS POLICY
+        {"device": ..., "ms": {loss: median ms}, "share": {loss: its share of the step}} of a
+        jitted jax.value_and_grad training step (KERAS_BACKEND=jax; forward and backward, no
+        update) under the dtype policy POLICY with each loss in turn, REPEATS times after a
+        warm-up: "dense" (log_softmax against a [B, T, V] smoothed target, the loss before it
+        became reductions), "library" (kt.LabelSmoothedCrossEntropy) and "mean of logits" (no
+        loss: the rest of the step); a loss's share is 1 - ms["mean of logits"] / its ms
 """
 
 import collections
@@ -81,6 +95,121 @@ def training_step(config_json, batch, length, repeats):
         if step >= 2:
             times.append(time.perf_counter() - start)
     return times
+
+
+def loss_share(config_json, batch, length, repeats, policy):
+    import jax
+    import keras
+    import numpy as np
+    from keras import ops
+
+    import keras_transformer as kt
+    from keras_transformer.ids import PAD_ID
+
+    if keras.backend.backend() != "jax":
+        raise SystemExit(f"loss-share runs under KERAS_BACKEND=jax, not {keras.backend.backend()}")
+    keras.config.set_dtype_policy(policy)
+    config = kt.TransformerConfig.from_dict(json.loads(config_json))
+    inputs, labels = training_batch(config, int(batch), int(length))
+    model = kt.build_transformer(config)
+
+    class DenseTarget(kt.LabelSmoothedCrossEntropy):
+        def token_losses(self, y_true, y_pred):
+            labels = ops.cast(y_true, "int32")
+            log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
+            vocab_size, eps = y_pred.shape[-1], self.label_smoothing
+            smoothed = ops.one_hot(labels, vocab_size) * (1.0 - eps) + eps / vocab_size
+            return -ops.sum(smoothed * log_probs, axis=-1), ops.not_equal(labels, PAD_ID)
+
+    losses = {
+        "dense": DenseTarget(config.label_smoothing),
+        "library": kt.LabelSmoothedCrossEntropy(config.label_smoothing),
+        "mean of logits": lambda y_true, y_pred: ops.mean(y_pred),
+    }
+
+    def step(loss):
+        def value(trainable, non_trainable, inputs, labels):
+            logits, _ = model.stateless_call(trainable, non_trainable, inputs, training=True)
+            return loss(labels, logits)
+
+        return jax.jit(jax.value_and_grad(value))
+
+    steps = {name: step(loss) for name, loss in losses.items()}
+    variables = [
+        [v.value for v in vs] for vs in (model.trainable_variables, model.non_trainable_variables)
+    ]
+    inputs, labels = jax.device_put((inputs, labels))
+    times = {name: [] for name in steps}
+    for repeat in range(1 + int(repeats)):  # the first: compiling and warming up
+        for name, function in steps.items():
+            start = time.perf_counter()
+            jax.block_until_ready(function(*variables, inputs, labels))
+            if repeat:
+                times[name].append(1000 * (time.perf_counter() - start))
+    ms = {name: float(np.median(values)) for name, values in times.items()}
+    return {
+        "device": jax.devices()[0].device_kind,
+        "ms": ms,
+        "share": {name: 1 - ms["mean of logits"] / ms[name] for name in ("dense", "library")},
+    }
+
+
+def model_throughput(config_json, batch, length, steps, repeats, which, policy):
+    import keras
+
+    import keras_transformer as kt
+    from benchmarks.peer import KerasHubTransformer
+
+    keras.config.set_dtype_policy(policy)
+    config = kt.TransformerConfig.from_dict(json.loads(config_json))
+    inputs, labels = training_batch(config, int(batch), int(length))
+    steps, jit = int(steps), keras.backend.backend() != "tensorflow"
+    if which == "ours-explicit":  # Eq. 1 written out everywhere: the fused kernel's A/B
+        from keras_transformer.layers import attention
+
+        attention.FUSED_BACKENDS = ()
+    if which.startswith("ours"):
+        model = kt.build_transformer(config)
+        loss = kt.LabelSmoothedCrossEntropy(config.label_smoothing)
+    else:
+        model = KerasHubTransformer(config).model
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
+    model.compile(
+        optimizer=kt.create_optimizer(config), loss=loss, jit_compile=jit, steps_per_execution=steps
+    )
+    batch_on_device = keras.tree.map_structure(keras.ops.convert_to_tensor, (inputs, labels))
+
+    def repeated():
+        while True:
+            yield batch_on_device
+
+    start = time.perf_counter()
+    model.fit(repeated(), steps_per_epoch=steps, epochs=1, verbose=0)  # compiles, then steps
+    first = time.perf_counter() - start
+    seconds = []
+    for _ in range(int(repeats)):
+        start = time.perf_counter()
+        model.fit(repeated(), steps_per_epoch=steps, epochs=1, verbose=0)
+        seconds.append((time.perf_counter() - start) / steps)
+    return {
+        "seconds_per_step": seconds,
+        "first_seconds": first - min(seconds) * (steps - 1),
+        "peak_bytes": device_peak_bytes(),
+        "params": model.count_params(),
+    }
+
+
+def device_peak_bytes():
+    """The peak of the first device's allocator under JAX (None on a CPU, which keeps no such
+    count, and under other backends)."""
+    import keras
+
+    if keras.backend.backend() != "jax":
+        return None
+    import jax
+
+    stats = jax.local_devices()[0].memory_stats() or {}
+    return stats.get("peak_bytes_in_use")
 
 
 def peak_memory(config_json, batch, length, what, policy):
@@ -290,6 +419,8 @@ def step_profile(saved_model, sentences_file, batch):
 
 OP_EVENT = re.compile(r"([\w./-]+):(\w+)")
 PROBES = {
+    "loss-share": loss_share,
+    "model-throughput": model_throughput,
     "peak-memory": peak_memory,
     "saved-model": saved_model,
     "saved-models": saved_models,

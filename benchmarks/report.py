@@ -20,8 +20,8 @@ Written by `make bench` (`python -m benchmarks.bench`); do not edit by hand. Eve
 ratio against a peer measured in the same run: a model of the same size built from KerasHub's
 `TransformerEncoder`/`TransformerDecoder` (benchmarks/peer.py), or our own decoding without its
 cache (full recomputation each step, the method of the official TensorFlow tutorial). The raw
-figures are in `results.json`. On a GPU, `python -m benchmarks.bench --gpu` writes the same
-tables to `GPU.md` (bfloat16, XLA off and on, the base preset at 25000 tokens a step).
+figures are in `results.json`. On a GPU, `python -m benchmarks.gpu` writes `GPU.md` (JAX,
+bfloat16, the base and big presets at 25000 tokens a step, the demo from binarized data).
 
 `python -m benchmarks.bench {arguments}` on {machine}, {date}. TensorFlow {tensorflow}, Keras
 {keras}, keras-hub {keras_hub}. Medians of {repeats} repetitions after warm-up, the models

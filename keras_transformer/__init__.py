@@ -2,17 +2,18 @@
 as Keras 3 layers.
 
 The layers, the model, the loss and the optimizer run under any Keras backend (TensorFlow, JAX,
-PyTorch). The tokenizer, the tf.data pipeline (`data`), the decoding loops and `Translator`
-need TensorFlow: they are imported on first use, so `import keras_transformer` works without it.
+PyTorch), and so does binarized data (`data.binarized`). The tokenizer, the tf.data pipeline
+(`data.make_batches`), the decoding loops and `Translator` need TensorFlow: they are imported on
+first use, so `import keras_transformer` works without it.
 """
 
-import importlib
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from keras_transformer import layers  # noqa: E402
+from keras_transformer import data, layers  # noqa: E402
 from keras_transformer.config import PRESETS, TransformerConfig  # noqa: E402
+from keras_transformer.lazy import lazy_attribute  # noqa: E402
 from keras_transformer.losses import (  # noqa: E402
     LabelSmoothedCrossEntropy,
     MaskedAccuracy,
@@ -26,7 +27,6 @@ __version__ = "0.1.0"
 
 # Public names that need TensorFlow, and the module that defines each.
 TENSORFLOW_ONLY = {
-    "data": "keras_transformer.data",
     "SubwordTokenizer": "keras_transformer.tokenizer",
     "beam_search": "keras_transformer.decoding",
     "greedy_search": "keras_transformer.decoding",
@@ -40,22 +40,13 @@ TENSORFLOW_ONLY = {
 
 def __getattr__(name):
     """Imports a TensorFlow-only name on first use (PEP 562); says so when TensorFlow is missing."""
-    module_name = TENSORFLOW_ONLY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'keras_transformer' has no attribute {name!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name not in ("tensorflow", "tensorflow_text"):
-            raise
-        raise ImportError(
-            f"keras_transformer.{name} needs TensorFlow and tensorflow-text ({error.name} is "
-            "not installed): the tokenizer, the data pipeline, decoding and Translator run on "
-            "TensorFlow; the layers, the model, the loss and the optimizer run on any backend"
-        ) from error
-    value = module if module_name.endswith(f".{name}") else getattr(module, name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(
+        __name__,
+        TENSORFLOW_ONLY,
+        name,
+        "the tokenizer, text data, decoding and Translator run on TensorFlow and tensorflow-text; "
+        "the layers, the model, the loss, the optimizer and binarized data on any backend",
+    )
 
 
 def __dir__():

@@ -54,17 +54,25 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         return ops.where(real, losses * ops.divide_no_nan(total, count), 0.0)
 
     def token_losses(self, y_true, y_pred):
-        """(-sum_k q_k log p_k for every position [B, T], real-token mask [B, T])."""
+        """(-sum_k q_k log p_k for every position [B, T], real-token mask [B, T]), in float32.
+
+        Since q sums to 1 and log p = z - logsumexp(z) for logits z, the loss is
+        logsumexp(z) - sum_k q_k z_k: reductions over the vocabulary alone (gradient
+        softmax(z) - q). Under XLA q and q * z fuse into the reduction, so no [B, T, V] tensor but
+        the logits' gradient is written: in a JAX training step on a CPU the loss took half the
+        time of log_softmax against q. Without XLA (TensorFlow's default) it runs as fast as that
+        did; taking z_y by take_along_axis instead (15% faster under XLA) ran 1.3 to 1.5 times
+        slower there, its gradient a scatter into [B, T, V].
+        """
         labels = ops.cast(y_true, "int32")
-        log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
-        # q built densely: on a CPU this is about twice as fast, forward and backward, as
-        # gathering log p_y (whose gradient scatters into a [B, T, V] tensor).
+        logits = ops.cast(y_pred, "float32")
         vocab_size = y_pred.shape[-1]
         smoothed = (
             ops.one_hot(labels, vocab_size) * (1.0 - self.label_smoothing)
             + self.label_smoothing / vocab_size
         )
-        return -ops.sum(smoothed * log_probs, axis=-1), ops.not_equal(labels, PAD_ID)
+        losses = ops.logsumexp(logits, axis=-1) - ops.sum(smoothed * logits, axis=-1)
+        return losses, ops.not_equal(labels, PAD_ID)
 
     def get_config(self):
         return {

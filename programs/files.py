@@ -1,5 +1,6 @@
 """Writing files so that a reader never sees half of one: the programs' one write-then-rename."""
 
+import contextlib
 import errno
 import os
 import pathlib
@@ -59,6 +60,30 @@ def write_atomically(path, write):
         if os.path.exists(partial):
             os.unlink(partial)
     return path
+
+
+@contextlib.contextmanager
+def new_directory(path, flag="--output"):
+    """Yields (a new empty directory to fill, a scratch directory beside it); when the block
+    ends without error the first is renamed to `path`, which must not exist: a reader sees the
+    directory whole or not at all. Whatever the block leaves, and the parents made for `path`,
+    are removed otherwise."""
+    path = pathlib.Path(path)
+    if path.exists():
+        raise FileExistsError(f"{flag} {path} exists; choose another {flag} or remove it")
+    made = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(path.parent, path.name)  # what a killed writer left
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix=temporary_prefix(path.name), dir=path.parent))
+    try:
+        (scratch / "new").mkdir()
+        yield scratch / "new", scratch
+        os.rename(scratch / "new", path)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        for parent in made if not path.exists() else ():
+            with contextlib.suppress(OSError):  # not empty: another writer's
+                parent.rmdir()
 
 
 def write_text_atomically(path, text):

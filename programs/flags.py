@@ -20,7 +20,7 @@ MODEL_KINDS = {
     "version, decoding as it was exported)",
     "ctranslate2": "a CTranslate2 directory (serving.ctranslate2)",
 }
-DATASET_HELP = "ding, tfds:NAME, folder:DIR or tsv:DIR"
+DATASET_HELP = "ding, tfds:NAME, folder:DIR, tsv:DIR or binarized:DIR (python -m training.binarize)"
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -322,6 +322,48 @@ def add_phrases(parser):
         action="store_true",
         help="Ding only: the dictionary's word and phrase pairs too (about 370,000), prepared "
         "as a split of their own and trained on mixed with the sentence pairs",
+    )
+
+
+def add_corpus_shaping(parser, default_vocab_size):
+    """--sentence-repeats, --vocab-size and --max-length: how a corpus becomes training pairs
+    (training.train, and training.binarize which does it once)."""
+    parser.add_argument(
+        "--sentence-repeats",
+        type=int,
+        default=1,
+        help="with --phrases: each sentence pair appears this many times per pass over the phrases",
+    )
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        default=None,
+        help=f"subword vocabulary trained on the training split (default {default_vocab_size})",
+    )
+    parser.add_argument(
+        "--max-length",
+        type=int,
+        default=128,
+        help="pairs longer than this many subword tokens, with their bos or eos, are dropped "
+        "(and counted)",
+    )
+
+
+def add_quick(parser):
+    """--quick: a benchmark's tiny setting."""
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny sizes and few repetitions: a CPU, the tests"
+    )
+
+
+def add_parts(parser, parts):
+    """--parts: what a benchmark measures, of `parts`."""
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=parts,
+        default=None,
+        help="measure only these parts (default: all)",
     )
 
 

@@ -13,16 +13,13 @@ vocabulary and our sentencepiece model (tokenizer.model).
 """
 
 import json
-import os
 import pathlib
-import shutil
-import tempfile
 
 import numpy as np
 
 from programs import console, flags
 from programs.engines import CTRANSLATE2_LIMITS_FILE
-from programs.files import remove_stale, temporary_prefix
+from programs.files import new_directory
 from programs.run_dir import TOKENIZER_FILE
 
 QUANTIZATIONS = ("none", "int8", "int8_float32", "float16")
@@ -140,20 +137,11 @@ def convert(model, tokenizer_path, out_dir, quantization="none"):
     spec.register_file(str(tokenizer_path), TOKENIZER_FILE)
     spec.validate()
     spec.optimize(quantization=None if quantization == "none" else quantization)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(out_dir.parent, out_dir.name)  # what a killed conversion left
-    partial = pathlib.Path(
-        tempfile.mkdtemp(prefix=temporary_prefix(out_dir.name), dir=out_dir.parent)
-    )
-    try:  # written beside OUT under a name of this run's own, then renamed: whole or not at all
-        limits = partial / CTRANSLATE2_LIMITS_FILE
+    with new_directory(out_dir) as (directory, scratch):
+        limits = scratch / CTRANSLATE2_LIMITS_FILE
         limits.write_text(json.dumps({"max_length": model.config.max_length}))
         spec.register_file(str(limits), CTRANSLATE2_LIMITS_FILE)
-        (partial / "model").mkdir()
-        spec.save(str(partial / "model"))
-        os.rename(partial / "model", out_dir)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
+        spec.save(str(directory))
     return out_dir
 
 

@@ -10,16 +10,10 @@ and with --block-tensorflow (every import of tensorflow or tensorflow_text fails
 machine without them) the errors of the TensorFlow-only names.
 """
 
-import importlib.abc
 import os
 import sys
 
-
-class BlockTensorFlow(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("tensorflow", "tensorflow_text"):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
+import blocking
 
 
 def fixed_inputs(vocab_size):
@@ -36,7 +30,7 @@ def fixed_inputs(vocab_size):
 
 def main(command, path, *rest):
     if "--block-tensorflow" in rest:
-        sys.meta_path.insert(0, BlockTensorFlow())
+        blocking.install()
     import keras
     import numpy as np
 
@@ -68,9 +62,11 @@ def main(command, path, *rest):
     tensorflow_imported = any(name.split(".")[0] == "tensorflow" for name in sys.modules)
     refusals = []
     if "--block-tensorflow" in rest:
-        for name in sorted(kt.TENSORFLOW_ONLY):
+        for module, name in [(kt, name) for name in sorted(kt.TENSORFLOW_ONLY)] + [
+            (kt.data, "make_batches")  # text pipelines need TensorFlow; binarized data not
+        ]:
             try:
-                getattr(kt, name)
+                getattr(module, name)
             except ImportError as error:
                 refusals.append(str(error))
     np.savez(

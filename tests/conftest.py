@@ -21,6 +21,13 @@ def _seed_and_policy():
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+# The environment of a process (and its children) on a machine without TensorFlow: see
+# tests/without_tensorflow/sitecustomize.py.
+WITHOUT_TENSORFLOW = {
+    "PYTHONPATH": os.pathsep.join(
+        [str(ROOT / "tests" / "without_tensorflow"), str(ROOT / "tests"), str(ROOT)]
+    )
+}
 
 
 def run_python(*args, env=None, timeout=300, status=0, stdin=None, cwd=ROOT):

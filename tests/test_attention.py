@@ -3,9 +3,11 @@
 import keras
 import numpy as np
 import pytest
+from conftest import random_ids
 from keras import ops
 
-from keras_transformer.layers import MultiHeadAttention, scaled_dot_product_attention
+import keras_transformer as kt
+from keras_transformer.layers import MultiHeadAttention, attention, scaled_dot_product_attention
 from keras_transformer.layers.attention import appended_positions
 
 
@@ -187,3 +189,121 @@ def test_indivisible_d_model_needs_explicit_key_dim():
         ValueError, match="key_dim is not given and d_model=10 is not divisible by num_heads=3"
     ):
         MultiHeadAttention(num_heads=3)(np.zeros((1, 2, 10), "float32"))
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """The query shapes keras.ops.dot_product_attention is called with."""
+    calls, kernel = [], ops.dot_product_attention
+
+    def spy(query, *args, **kwargs):
+        calls.append(tuple(query.shape))
+        return kernel(query, *args, **kwargs)
+
+    monkeypatch.setattr(ops, "dot_product_attention", spy)
+    return calls
+
+
+@pytest.fixture
+def fused(monkeypatch, kernel_calls):
+    """Full-sequence passes through keras.ops.dot_product_attention in this process, as under
+    JAX (TensorFlow's own kernel computes them); returns the query shapes it was called with."""
+    monkeypatch.setattr(attention, "FUSED_BACKENDS", (keras.backend.backend(),))
+    return kernel_calls
+
+
+def attention_case(name, rng):
+    """(layer, query, memory or None, call arguments) of each use of attention."""
+    x = rng.normal(size=(2, 5, 12)).astype("float32")
+    memory = rng.normal(size=(2, 7, 10)).astype("float32")
+    padding = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
+    source_padding = np.array([[1, 1, 1, 1, 0, 0, 0], [1] * 7], bool)
+    mask_3d = rng.random((2, 5, 7)) > 0.4
+    mask_3d[0, 1] = False  # a query that sees no key
+    return {
+        "self-padding": (MultiHeadAttention(3), x, None, {"attention_mask": padding}),
+        "causal-padding": (
+            MultiHeadAttention(3),
+            x,
+            None,
+            {"attention_mask": padding, "use_causal_mask": True},
+        ),
+        "cross-padding": (MultiHeadAttention(2), x, memory, {"attention_mask": source_padding}),
+        # Table 3 row B: d_k (= d_v here) set apart from d_model / h.
+        "key-value-dims": (
+            MultiHeadAttention(3, key_dim=8, value_dim=8),
+            x,
+            memory,
+            {"attention_mask": source_padding},
+        ),
+        "mask-3d": (MultiHeadAttention(2), x, memory, {"attention_mask": mask_3d}),
+    }[name]
+
+
+@pytest.mark.parametrize(
+    "case", ["self-padding", "causal-padding", "cross-padding", "key-value-dims", "mask-3d"]
+)
+def test_fused_kernel_equals_eq1_written_out(case, fused):
+    layer, x, memory, arguments = attention_case(case, np.random.default_rng(10))
+    out = layer(x, memory, **arguments)
+    assert fused == [(2, 5, layer.num_heads, layer.depth_k)]
+    explicit, _ = layer(x, memory, return_attention_scores=True, **arguments)
+    assert len(fused) == 1  # the weights need Eq. 1 written out
+    np.testing.assert_allclose(out, explicit, atol=1e-5)
+    assert np.all(np.isfinite(np.asarray(out)))
+
+
+def test_fused_kernel_only_where_nothing_needs_the_weights(fused):
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(2, 4, 8)).astype("float32")
+    layer = MultiHeadAttention(num_heads=2, dropout=0.5)
+    for training, calls in ((False, 1), (True, 0)):  # dropout on the weights when training
+        fused.clear()
+        layer(x, training=training)
+        assert len(fused) == calls, training
+    fused.clear()
+    cache = layer.empty_cache(2, 4)
+    layer(x[:, :1], cache=cache, cache_index=0)
+    layer(x, cache=layer.memory_cache(x))
+    MultiHeadAttention(num_heads=2, key_dim=4, value_dim=6)(x)  # a kernel takes d_k = d_v
+    assert fused == []
+
+
+def test_tensorflow_keeps_eq1_written_out(kernel_calls):
+    """TensorFlow's keras.ops.dot_product_attention has no fused kernel: nothing reaches it
+    (the exported graph's encoder stays as it was)."""
+    assert keras.backend.backend() == "tensorflow"
+    x = np.random.default_rng(12).normal(size=(1, 3, 8)).astype("float32")
+    MultiHeadAttention(num_heads=2)(x, attention_mask=np.array([[1, 1, 0]], bool))
+    assert kernel_calls == []
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_fused_kernel_is_safe_under_mixed_precision(policy, fused):
+    keras.config.set_dtype_policy(policy)
+    layer = MultiHeadAttention(num_heads=2)
+    x = np.random.default_rng(12).normal(size=(2, 6, 8)).astype("float32") * 30
+    mask = np.array([[0] * 6, [1] * 6], bool)  # the first sentence is all padding
+    out = layer(x, attention_mask=mask, use_causal_mask=True)
+    assert fused and out.dtype == policy.split("_")[1]
+    explicit, _ = layer(x, attention_mask=mask, use_causal_mask=True, return_attention_scores=True)
+    out, explicit = (np.asarray(ops.cast(o, "float32")) for o in (out, explicit))
+    assert np.all(np.isfinite(out))
+    # Within a bfloat16 step of the largest output: a kernel may round differently.
+    np.testing.assert_allclose(out, explicit, rtol=0, atol=np.abs(explicit).max() / 128)
+
+
+def test_model_logits_through_the_fused_kernel_equal_eq1_written_out(fused, monkeypatch):
+    config = kt.TransformerConfig.preset("tiny", vocab_size=37)
+    model = kt.build_transformer(config)
+    fused.clear()  # building traced each layer once
+    rng = np.random.default_rng(13)
+    source, target = random_ids(rng, 3, 6, 37), random_ids(rng, 3, 5, 37)
+    source[0, 3:] = 0
+    target[1, 2:] = 0
+    inputs = {"source": source, "target": target}
+    logits = np.asarray(model(inputs, training=False))
+    assert len(fused) == 3 * config.num_layers  # encoder, decoder and encoder-decoder attention
+    monkeypatch.setattr(attention, "FUSED_BACKENDS", ())
+    np.testing.assert_allclose(logits, model(inputs, training=False), atol=1e-5)
+    assert len(fused) == 3 * config.num_layers

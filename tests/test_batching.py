@@ -7,6 +7,7 @@ from conftest import synthetic_pairs
 
 import keras_transformer as kt
 from keras_transformer.data import Corpus, bucket_boundaries, make_batches, pipeline_report
+from keras_transformer.data.buckets import static_boundaries
 
 BUDGET, MAX_LENGTH = 1024, 48
 
@@ -128,11 +129,11 @@ def test_static_shapes_pad_every_batch_to_its_bucket_bound(tokenizer):
     batches = make_batches(
         Corpus(pairs).dataset(), tokenizer, 1024, 64, shuffle_buffer=0, static_shapes=True
     )
-    bounds = bucket_boundaries(64, growth=1.5)
+    bounds = static_boundaries(64)
     lengths = set()
     for inputs, labels in batches.as_numpy_iterator():
         length = inputs["source"].shape[1]
         assert inputs["target"].shape[1] == labels.shape[1] == length and length + 1 in bounds
         assert inputs["source"].size <= 1024
         lengths.add(length)
-    assert 3 <= len(lengths) <= len(bounds) < 12
+    assert 3 <= len(lengths) <= len(bounds) < 12 and all(n % 8 == 0 for n in lengths)

@@ -97,6 +97,53 @@ def test_loss_ignores_padding_whatever_its_logits():
     )
 
 
+def smoothed_cross_entropy(labels, logits, eps):
+    """-sum_k q_k log p_k per token (§5.4), in float64, and q."""
+    z = logits.astype("float64")
+    top = z.max(-1, keepdims=True)
+    log_p = z - top - np.log(np.exp(z - top).sum(-1, keepdims=True))
+    q = np.full(z.shape, eps / z.shape[-1])
+    np.put_along_axis(q, labels[..., None], 1 - eps + eps / z.shape[-1], axis=-1)
+    return -(q * log_p).sum(-1), q
+
+
+def large_logits_and_padded_labels():
+    rng = np.random.default_rng(3)
+    logits = rng.uniform(-50, 50, (3, 7, 41)).astype("float32")
+    labels = rng.integers(1, 41, (3, 7)).astype("int32")
+    labels[0, 4:] = labels[2, 1:] = 0
+    return logits, labels
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_loss_is_the_smoothed_cross_entropy_at_large_logits(eps):
+    logits, labels = large_logits_and_padded_labels()
+    expected, _ = smoothed_cross_entropy(labels, logits, eps)
+    real = labels != 0
+    loss = kt.LabelSmoothedCrossEntropy(eps)
+    assert float(loss(labels, logits)) == pytest.approx(expected[real].mean(), rel=1e-6)
+    weights = np.random.default_rng(4).uniform(0.1, 1.0, labels.shape).astype("float32")
+    weighted = kt.LabelSmoothedCrossEntropy(eps, token_weights=True)(labels, logits, weights)
+    assert float(weighted) == pytest.approx((weights * expected)[real].sum(), rel=1e-6)
+
+
+def test_loss_gradient_is_softmax_minus_smoothed_target():
+    import tensorflow as tf
+
+    logits, labels = large_logits_and_padded_labels()
+    weights = np.random.default_rng(5).uniform(0.1, 1.0, labels.shape).astype("float32")
+    logits = tf.constant(logits)
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        loss = kt.LabelSmoothedCrossEntropy(0.1, token_weights=True)(labels, logits, weights)
+    z = logits.numpy().astype("float64")
+    softmax = np.exp(z - z.max(-1, keepdims=True))
+    softmax /= softmax.sum(-1, keepdims=True)
+    _, q = smoothed_cross_entropy(labels, z, 0.1)
+    expected = np.where((labels != 0)[..., None], weights[..., None] * (softmax - q), 0.0)
+    np.testing.assert_allclose(tape.gradient(loss, logits), expected, rtol=0, atol=1e-6)
+
+
 def test_masked_accuracy_ignores_padding():
     labels = np.array([[1, 2, 0, 0]], "int32")
     logits = np.zeros((1, 4, 3), "float32")

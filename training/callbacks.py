@@ -1,6 +1,14 @@
 """The callbacks of a training run: step checkpoints, an exact backup, TensorBoard with the
-training step as its axis, BLEU and sample translations on the validation split, a stop on NaN
-that keeps the last good state, and an optional wall-clock bound."""
+training step as its axis, BLEU and sample translations on the validation split (TensorFlow), the
+validation loss, a stop on NaN that keeps the last good state, and an optional wall-clock bound.
+
+The callbacks that act during an epoch count the steps from the batches `fit` reports
+(`StepCounter`) instead of reading the optimizer's counter: under JAX, reading the model in the
+middle of an epoch copies the whole training state back from the device (`jax_state_sync`), which
+stalls the step. They read the model only at their own boundaries (a checkpoint, the NaN check,
+the stop). With `compile(steps_per_execution=N)`, `fit` reports every N steps, so they act at
+steps that are multiples of N; the Trainer refuses settings that need any other step.
+"""
 
 import json
 import math
@@ -11,18 +19,32 @@ import time
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from programs import checkpoints
-from programs.engines import tensor_engine
 from programs.files import ensure_room, write_atomically, write_text_atomically
 from programs.run_dir import RunError
-from training.scoring import corpus_scores, translate_all
 
 
 def current_step(model):
     """Updates applied so far (the optimizer's iteration counter)."""
-    return int(model.optimizer.iterations.numpy())
+    return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+
+
+class StepCounter(keras.callbacks.Callback):
+    """A callback that knows the training step without reading the model: the optimizer's
+    counter once when training begins, then the batches of each epoch `fit` reports (`batch`
+    counts from 0 in every epoch; under steps_per_execution it is the execution's last)."""
+
+    step = 0
+
+    def on_train_begin(self, logs=None):
+        self.step = self.epoch_start = current_step(self.model)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch_start = self.step
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step = self.epoch_start + batch + 1
 
 
 class TrainingDiverged(RuntimeError):
@@ -186,7 +208,7 @@ class StopOnSignal(keras.callbacks.Callback):
             signal.signal(self.signal_number, self.previous)
 
 
-class StopAtStep(keras.callbacks.Callback):
+class StopAtStep(StepCounter):
     """Ends training when the optimizer has made `steps` updates, wherever an epoch stands."""
 
     def __init__(self, steps):
@@ -194,11 +216,12 @@ class StopAtStep(keras.callbacks.Callback):
         self.steps = steps
 
     def on_train_batch_end(self, batch, logs=None):
-        if current_step(self.model) >= self.steps:
+        super().on_train_batch_end(batch, logs)
+        if self.step >= self.steps:
             self.model.stop_training = True
 
 
-class StepCheckpoints(keras.callbacks.Callback):
+class StepCheckpoints(StepCounter):
     """Writes the weights every `every` steps, whenever `minutes` of training passed since the
     last checkpoint (§6.1: the paper wrote one every 10 minutes), and at the end, keeping the
     last `keep`. `every` or `minutes` may be None."""
@@ -216,11 +239,12 @@ class StepCheckpoints(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         """A resumed run drops the checkpoints its killed predecessor wrote after the backup:
         they belong to steps it will train again."""
+        super().on_train_begin(logs)
         if self.seconds:
             self.last_time = time.monotonic()
         if self.chief:
             for path in checkpoints.list_checkpoints(self.directory):
-                if checkpoints.step_of(path) > current_step(self.model):
+                if checkpoints.step_of(path) > self.step:
                     path.unlink()
 
     def save(self):
@@ -235,7 +259,8 @@ class StepCheckpoints(keras.callbacks.Callback):
             old.unlink()
 
     def on_train_batch_end(self, batch, logs=None):
-        due = bool(self.every) and current_step(self.model) % self.every == 0
+        super().on_train_batch_end(batch, logs)
+        due = bool(self.every) and self.step % self.every == 0
         if self.seconds:
             now = time.monotonic()
             if due or now - self.last_time >= self.seconds:
@@ -247,29 +272,44 @@ class StepCheckpoints(keras.callbacks.Callback):
         self.save()
 
 
-class StepSummaries(keras.callbacks.Callback):
+class StepSummaries(StepCounter):
     """The step logs (loss, accuracy) and the learning rate every `every` steps, as `batch_loss`,
     `batch_accuracy` and `batch_learning_rate` in TensorBoard's LOG_DIR/train, on the axis of
     the training step, which a resumed run continues (Keras's TensorBoard restarts its own at 0
-    on every `fit`, so it only writes the epoch summaries)."""
+    on every `fit`). With `epochs` (where Keras's TensorBoard, which needs TensorFlow, is not
+    used) also the epoch logs, `epoch_NAME` in LOG_DIR/train and, for `val_NAME`, in
+    LOG_DIR/validation. Written with TensorBoard's own writer, which needs no TensorFlow."""
 
-    def __init__(self, log_dir, every):
+    def __init__(self, log_dir, every, epochs=False):
         super().__init__()
-        self.writer = tf.summary.create_file_writer(str(pathlib.Path(log_dir) / "train"))
-        self.every = every
+        from tensorboard.summary import Writer
+
+        self.writers = {
+            name: Writer(str(pathlib.Path(log_dir) / name)) for name in ("train", "validation")
+        }
+        self.every, self.epochs = every, epochs
 
     def on_train_batch_end(self, batch, logs=None):
-        step = current_step(self.model)
-        if step % self.every:
+        super().on_train_batch_end(batch, logs)
+        if self.step % self.every:
             return
-        with self.writer.as_default(step=step):
-            for name, value in (logs or {}).items():
-                tf.summary.scalar(f"batch_{name}", keras.ops.convert_to_numpy(value))
-            learning_rate = keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
-            tf.summary.scalar("batch_learning_rate", learning_rate)
+        writer = self.writers["train"]
+        for name, value in (logs or {}).items():
+            writer.add_scalar(f"batch_{name}", float(value), self.step)
+        learning_rate = self.model.optimizer.learning_rate
+        writer.add_scalar("batch_learning_rate", float(learning_rate), self.step)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not self.epochs:
+            return
+        for name, value in (logs or {}).items():
+            kind = "validation" if name.startswith("val_") else "train"
+            tag = f"epoch_{name.removeprefix('val_')}"
+            self.writers[kind].add_scalar(tag, float(value), self.step)
 
     def on_train_end(self, logs=None):
-        self.writer.flush()
+        for writer in self.writers.values():
+            writer.flush()
 
 
 class TimeLimit(keras.callbacks.Callback):
@@ -288,6 +328,21 @@ class TimeLimit(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+class ValidationLoss(keras.callbacks.Callback):
+    """After every epoch, the references' cross-entropy per token on validation `batches` (a
+    list, e.g. of binarized data), as `val_loss` in the epoch logs; any backend."""
+
+    def __init__(self, batches):
+        super().__init__()
+        self.batches = batches
+
+    def on_epoch_end(self, epoch, logs=None):
+        from training.scoring import validation_loss
+
+        if logs is not None:
+            logs["val_loss"] = validation_loss(self.model, self.batches)
+
+
 class TranslationMonitor(keras.callbacks.Callback):
     """After every epoch: greedy translations of the validation pairs, their BLEU and chrF
     (sacrebleu, as `val_bleu` and `val_chrf` in the logs, `bleu` and `chrf` in TensorBoard), a
@@ -296,17 +351,24 @@ class TranslationMonitor(keras.callbacks.Callback):
 
     def __init__(self, tokenizer, pairs, log_dir, samples=3):
         super().__init__()
+        import tensorflow as tf
+
         self.tokenizer, self.pairs, self.samples = tokenizer, pairs, samples
         self.writer = tf.summary.create_file_writer(str(log_dir))
 
     def on_train_begin(self, logs=None):
         import keras_transformer as kt
+        from programs.engines import tensor_engine
 
         translator = kt.Translator(self.model, self.tokenizer, beam_size=1)
         self.translator = translator
         self.translate = tensor_engine(translator.signatures(), "greedy search")
 
     def on_epoch_end(self, epoch, logs=None):
+        import tensorflow as tf
+
+        from training.scoring import corpus_scores, translate_all
+
         if not self.pairs:
             return
         sources = [source for source, _ in self.pairs]

@@ -4,18 +4,23 @@ ding            the embedded German-English Ding corpus (fetched once; keras_tra
 tfds:NAME       any tensorflow-datasets translation dataset, e.g. tfds:wmt14_translate/de-en
 folder:DIR      DIR/{lang}.{split}.txt, one sentence per line (tfds.TranslateFolder's layout)
 tsv:DIR         DIR/{split}.tsv, lines "source<TAB>target"
+binarized:DIR   token ids written by `python -m training.binarize`, trained from without
+                TensorFlow (keras_transformer.data.binarized)
+
+Only binarized data is read without TensorFlow; the readers of the others import it when used.
 """
 
 import pathlib
 
-from keras_transformer.data import ding, load_tfds, read_translate_folder, read_tsv, tfds_languages
-from keras_transformer.data.corpus import CorpusError
 from programs.flags import DATASET_HELP as SPEC_HELP
+
+KINDS = ("ding", "tfds", "folder", "tsv", "binarized")
 
 
 class Dataset:
     """A named corpus: `read(split)` gives a tf.data.Dataset of (source, target) strings and
     `pairs(split)` a list of (source, target) Python strings; `languages` is (source, target).
+    Binarized data (`binarized`, a `Binarized`) gives its splits' token ids instead of `read`.
 
     Ding is German-English (source_language="en" reverses it); with `phrases` its training
     split mixes the dictionary's word and phrase pairs with the sentence pairs, each sentence
@@ -34,17 +39,23 @@ class Dataset:
         sentence_repeats=1,
     ):
         kind, _, argument = spec.partition(":")
-        if kind not in ("ding", "tfds", "folder", "tsv") or (kind == "ding") == bool(argument):
+        if kind not in KINDS or (kind == "ding") == bool(argument):
             raise ValueError(f"--dataset {spec!r}: expected {SPEC_HELP}")
         self.spec, self.kind, self.argument = spec, kind, argument
         self.data_dir = str(data_dir) if data_dir else None
         self.download = download
         self.phrases, self.sentence_repeats, self._mixtures = phrases, sentence_repeats, {}
+        self.binarized = None
         if phrases and kind != "ding":
             raise ValueError(
                 f"--phrases adds the Ding dictionary's phrase pairs; --dataset {spec!r} has none"
+                + (" of its own (binarize with --phrases)" if kind == "binarized" else "")
             )
-        if kind == "ding":
+        if kind == "binarized":
+            self.open_binarized(source_language, target_language)
+        elif kind == "ding":
+            from keras_transformer.data import ding
+
             if source_language not in (None, "de", "en"):
                 raise ValueError(
                     f"the Ding corpus is German-English; no source language {source_language!r}"
@@ -57,6 +68,8 @@ class Dataset:
                 )
             self.dataset_dir = ding.prepare(self.data_dir, include_phrases=phrases)
         elif kind == "tfds":
+            from keras_transformer.data import tfds_languages
+
             self.languages = tfds_languages(argument, source_language, self.data_dir)
             if target_language not in (None, self.languages[1]):
                 raise ValueError(
@@ -64,6 +77,8 @@ class Dataset:
                     f"{target_language!r}"
                 )
         else:
+            from keras_transformer.data import CorpusError
+
             self.root = pathlib.Path(argument)
             if not self.root.is_dir():
                 raise CorpusError(f"{self.root}: no such directory")
@@ -73,9 +88,29 @@ class Dataset:
                 )
             self.languages = (source_language or "source", target_language or "target")
 
+    def open_binarized(self, source_language, target_language):
+        """Opens binarized:DIR, whose languages the flags may name but not change."""
+        from keras_transformer.data.binarized import Binarized
+
+        self.binarized = Binarized(self.argument)
+        self.languages = self.binarized.languages
+        for flag, given, recorded in (
+            ("--source-language", source_language, self.languages[0]),
+            ("--target-language", target_language, self.languages[1]),
+        ):
+            if given not in (None, recorded):
+                raise ValueError(
+                    f"{flag} {given}: {self.argument} holds {'-'.join(self.languages)} pairs; "
+                    "binarize the other direction into another folder"
+                )
+
     def read(self, split, shuffle_files=False, seed=0):
         """The split's (source, target) strings; `shuffle_files` and `seed` vary the order of the
         training data (tfds files, Ding's phrase mixture)."""
+        from keras_transformer.data import ding, load_tfds, read_translate_folder, read_tsv
+
+        if self.binarized:
+            raise ValueError(f"--dataset {self.spec} holds token ids, not text, for {split!r}")
         if (
             self.kind == "ding" and self.phrases and split == "train"
         ):  # built once per seed: reading it takes a while
@@ -97,8 +132,21 @@ class Dataset:
 
     def pairs(self, split):
         """The split's pairs as Python strings (read in batches: one at a time is slow)."""
+        if self.binarized:
+            return self.binarized.pairs(split)
         return [
             (s.decode("utf-8"), t.decode("utf-8"))
             for sources, targets in self.read(split).batch(4096).as_numpy_iterator()
             for s, t in zip(sources, targets)
         ]
+
+
+def train_tokenizer(dataset, vocab_size, path):
+    """A SubwordTokenizer of `vocab_size` pieces trained on both sides of the dataset's training
+    split, written to `path`; ValueError when the split is empty."""
+    import keras_transformer as kt
+
+    texts = [side for pair in dataset.pairs("train") for side in pair]
+    if not texts:
+        raise ValueError(f"the train split of {dataset.spec} is empty")
+    return kt.SubwordTokenizer.train(texts, vocab_size, path)

@@ -41,6 +41,7 @@ class TrainingPlan:
     epochs: int | None = None
     steps_per_epoch: int = 1000
     accumulate_steps: int = 1
+    steps_per_execution: int | None = None
     checkpoint_every: int | None = None
     checkpoint_minutes: float | None = None
     keep_checkpoints: int | None = None
@@ -88,7 +89,14 @@ class TrainingPlan:
 
     def checked(self):
         """Refuses values that cannot work, naming the flag; returns the plan."""
-        for flag in ("steps", "epochs", "checkpoint_every", "steps_per_epoch", "accumulate_steps"):
+        for flag in (
+            "steps",
+            "epochs",
+            "checkpoint_every",
+            "steps_per_epoch",
+            "accumulate_steps",
+            "steps_per_execution",
+        ):
             value = getattr(self, flag)
             if value is not None and value < 1:
                 raise ValueError(
@@ -111,7 +119,27 @@ class TrainingPlan:
             )
         if self.tokenizer and not self.tokenizer.is_file():
             raise ValueError(f"--tokenizer {self.tokenizer}: no such file")
+        self.check_execution(self.steps_per_execution)
         return self.checked_selection()
+
+    def check_execution(self, steps_per_execution):
+        """Refuses a --steps-per-execution whose boundaries miss a step the run must act at:
+        callbacks see only every N-th step, so the epoch's end (backup, validation), the
+        checkpoint spacing and the last step must be multiples of N."""
+        if not steps_per_execution or steps_per_execution == 1:
+            return
+        for flag, value in (
+            ("--steps-per-epoch", self.steps_per_epoch),
+            ("--checkpoint-every", self.checkpoint_every),
+            ("--steps", self.steps),
+        ):
+            if value and value % steps_per_execution:
+                raise ValueError(
+                    f"{flag} {value} is not a multiple of --steps-per-execution "
+                    f"{steps_per_execution}: training stops for the callbacks (backups, "
+                    "checkpoints, validation, the end) only every N steps; give a multiple, or a "
+                    "--steps-per-execution that divides it"
+                )
 
     def checked_selection(self):
         """Refuses --keep-best, --early-stopping and --final-model values that cannot work."""

@@ -1,19 +1,28 @@
-"""Where training runs: the tf.distribute strategy and the mixed-precision policy.
+"""Where training runs: the devices, how each batch is split across them, and the
+mixed-precision policy.
 
-One code path for one CPU, several GPUs, a TPU and several machines: the strategy's scope
-builds the model, and `model.fit` splits each batch across its replicas.
+Under TensorFlow a tf.distribute strategy: one code path for one CPU, several GPUs, a TPU and
+several machines; the strategy's scope builds the model, and `model.fit` splits each batch across
+its replicas. Under JAX, Keras's own distribution API (`Devices`): every local device with
+`keras.distribution.DataParallel`, and several machines through `keras.distribution.initialize`
+(the KERAS_DISTRIBUTION_* variables). TensorFlow is imported only under its backend.
 """
 
+import contextlib
 import json
 import os
 import pathlib
 
 import keras
-import tensorflow as tf
-
-from keras_transformer.compat import in_multi_worker_mode
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
+# Keras's distribution API reads these (keras.distribution.initialize): the coordinator's
+# address, the number of processes and this one's index.
+KERAS_DISTRIBUTION_VARIABLES = (
+    "KERAS_DISTRIBUTION_JOB_ADDRESSES",
+    "KERAS_DISTRIBUTION_NUM_PROCESSES",
+    "KERAS_DISTRIBUTION_PROCESS_ID",
+)
 PRECISIONS = ("auto", "off", "bf16", "fp16")
 POLICIES = {"off": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 TPU_HINTS = ("TPU_NAME", "COLAB_TPU_ADDR", "TPU_ACCELERATOR_TYPE")
@@ -27,6 +36,8 @@ def tpu_present():
 
 def connect_tpu(tpu=None):
     """TPUStrategy for the TPU named `tpu` (a name, grpc:// address or "local")."""
+    import tensorflow as tf
+
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
         tf.config.experimental_connect_to_cluster(resolver)
@@ -39,6 +50,8 @@ def connect_tpu(tpu=None):
 def split_cpu(count):
     """Splits the CPU into `count` logical devices (before TensorFlow initializes its devices),
     so that MirroredStrategy can be tried on one machine; returns their names."""
+    import tensorflow as tf
+
     cpu = tf.config.list_physical_devices("CPU")[0]
     try:
         tf.config.set_logical_device_configuration(
@@ -49,23 +62,51 @@ def split_cpu(count):
     return [f"/cpu:{i}" for i in range(count)]
 
 
+class Devices:
+    """The devices a run under JAX (or PyTorch) trains on, named as tf.distribute names a
+    strategy's, for the Trainer: each batch is split across `num_replicas_in_sync` devices
+    (`keras.distribution.DataParallel` when more than one), of which this process feeds the
+    rows `part` = (its index, the processes); `scope()` changes nothing."""
+
+    def __init__(self, devices, part=(0, 1)):
+        self.devices, self.part = list(devices), part
+        self.num_replicas_in_sync = len(self.devices)
+
+    def scope(self):
+        return contextlib.nullcontext()
+
+    def __str__(self):
+        hosts = f" on {self.part[1]} hosts" if self.part[1] > 1 else ""
+        if self.num_replicas_in_sync == 1:
+            return f"one device ({self.devices[0]})"
+        return f"DataParallel over {self.num_replicas_in_sync} devices{hosts}"
+
+
 def create_strategy(name, tpu=None, cpu_devices=1):
     """The strategy `name` picks (one of STRATEGIES).
 
     auto: TPUStrategy when a TPU resolves, MirroredStrategy with more than one GPU (or with
     `cpu_devices` > 1 logical CPUs), the default strategy otherwise. multi_worker:
-    MultiWorkerMirroredStrategy from the TF_CONFIG variable.
+    MultiWorkerMirroredStrategy from the TF_CONFIG variable. Under other backends than
+    TensorFlow: `keras_devices`.
     """
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
     if keras.backend.backend() != "tensorflow":
-        if name not in ("auto", "default") or cpu_devices > 1:
+        if name not in ("auto", "default"):
             raise ValueError(
-                f"--strategy {name} (and --cpu-devices) distribute with tf.distribute, which "
-                f"needs KERAS_BACKEND=tensorflow; under {keras.backend.backend()} the run uses "
-                "one device"
+                f"--strategy {name} is a tf.distribute strategy, which needs "
+                f"KERAS_BACKEND=tensorflow; under {keras.backend.backend()} give --strategy auto "
+                "(every device, keras.distribution.DataParallel) or default (one device)"
             )
-        return tf.distribute.get_strategy()  # its scope changes nothing under other backends
+        if cpu_devices > 1:
+            raise ValueError(
+                f"--cpu-devices splits the CPU for tf.distribute; under {keras.backend.backend()} "
+                "set XLA_FLAGS=--xla_force_host_platform_device_count=N before the run instead"
+            )
+        return keras_devices(name)
+    import tensorflow as tf
+
     devices = split_cpu(cpu_devices) if cpu_devices > 1 else None
     if name == "auto":
         if tpu or tpu_present():
@@ -91,13 +132,44 @@ def create_strategy(name, tpu=None, cpu_devices=1):
     return connect_tpu(tpu)
 
 
+def keras_devices(name):
+    """`Devices` for JAX (and PyTorch): under JAX with `name` auto, every device of every
+    process (`keras.distribution.initialize` first when the KERAS_DISTRIBUTION_* variables name
+    several), shared by `keras.distribution.DataParallel` when there is more than one; one
+    device otherwise (PyTorch: the one Keras picks)."""
+    if keras.backend.backend() != "jax":
+        return Devices([keras.backend.backend()])
+    import jax
+
+    if name == "auto" and any(os.environ.get(v) for v in KERAS_DISTRIBUTION_VARIABLES):
+        missing = [v for v in KERAS_DISTRIBUTION_VARIABLES if not os.environ.get(v)]
+        if missing:
+            raise ValueError(
+                f"several hosts need all of {', '.join(KERAS_DISTRIBUTION_VARIABLES)}; "
+                f"{', '.join(missing)} unset"
+            )
+        keras.distribution.initialize()
+    devices = keras.distribution.list_devices()
+    if name == "default" or len(devices) == 1:
+        return Devices(devices[:1])
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
+    return Devices(devices, (jax.process_index(), jax.process_count()))
+
+
 def is_tpu(strategy):
+    if isinstance(strategy, Devices):
+        return "tpu" in str(strategy.devices[0]).lower()
+    import tensorflow as tf
+
     return isinstance(strategy, (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy))
 
 
 def is_chief():
     """True for the process that writes checkpoints, summaries and the export: the only one,
-    or in a TF_CONFIG cluster the chief (or worker 0 when there is no chief)."""
+    in a TF_CONFIG cluster the chief (or worker 0 when there is no chief), under Keras's
+    distribution API process 0."""
+    if os.environ.get("KERAS_DISTRIBUTION_PROCESS_ID"):
+        return os.environ["KERAS_DISTRIBUTION_PROCESS_ID"].strip() == "0"
     config = json.loads(os.environ.get("TF_CONFIG") or "{}")
     task = config.get("task", {})
     if not task:
@@ -110,17 +182,39 @@ def is_chief():
 def workers_agree(strategy, ok):
     """Whether every worker passes ok=True: under several workers a collective sum that waits
     for all of them (a barrier; MultiWorkerMirroredStrategy's health check ends it when a worker
-    dies); `ok` itself otherwise."""
+    dies); `ok` itself otherwise (also under JAX, whose workers then fail on their own when
+    the chief wrote nothing)."""
     if not in_multi_worker_mode(strategy):
         return ok
+    import tensorflow as tf
+
     failures = strategy.experimental_distribute_values_from_function(
         lambda _: tf.constant(0.0 if ok else 1.0)
     )
     return float(strategy.reduce("SUM", failures, axis=None)) == 0.0
 
 
+def in_multi_worker_mode(strategy):
+    """True under a MultiWorkerMirroredStrategy of more than one worker (never under JAX)."""
+    if isinstance(strategy, Devices):
+        return False
+    from keras_transformer.compat import in_multi_worker_mode as several_workers
+
+    return several_workers(strategy)
+
+
 def bf16_capable_gpus():
     """True when there are GPUs and all of them are Ampere (compute capability 8.0) or newer."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        gpus = [d for d in jax.devices() if d.platform == "gpu"]
+        capabilities = [str(getattr(g, "compute_capability", "0.0")).split(".") for g in gpus]
+        return bool(gpus) and all(tuple(map(int, c)) >= (8, 0) for c in capabilities)
+    if keras.backend.backend() != "tensorflow":
+        return False
+    import tensorflow as tf
+
     gpus = tf.config.list_physical_devices("GPU")
     capabilities = [
         tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0))

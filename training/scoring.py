@@ -8,7 +8,6 @@ import sys
 
 import keras
 import numpy as np
-import sacrebleu
 
 
 def progress_verbosity():
@@ -45,6 +44,8 @@ def evaluate(translate, pairs, output, batch_size=64):
 def corpus_scores(hypotheses, references):
     """sacrebleu's corpus BLEU (13a tokenization), chrF and chrF++ (word order 2) of detokenized
     hypotheses against one reference each, with their signatures and BLEU's brevity penalty."""
+    import sacrebleu
+
     metrics = {
         "bleu": sacrebleu.metrics.BLEU(),
         "chrf": sacrebleu.metrics.CHRF(),
@@ -89,9 +90,10 @@ def print_scores(scores):
 def validation_loss(model, batches):
     """The cross-entropy of the reference tokens in nats per token (padding excluded, without
     label smoothing: comparable across runs of any eps_ls) over `batches` of
-    ({"source", "target"}, target_out), as `kt.data.make_batches` gives them."""
+    ({"source", "target"}, target_out[, weights]), as `kt.data.make_batches` or binarized data
+    give them."""
     total, count = 0.0, 0
-    for inputs, target in batches:
+    for inputs, target, *_ in batches:
         logits = model(inputs, training=False)
         log_probs = keras.ops.convert_to_numpy(keras.ops.log_softmax(logits, axis=-1))
         target = keras.ops.convert_to_numpy(target)

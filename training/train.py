@@ -22,30 +22,12 @@ from training.plan import DEFAULT_VOCAB_SIZE
 # Numeric flags: (flag, type, default, help).
 DATA_NUMBERS = (
     (
-        "--sentence-repeats",
-        int,
-        1,
-        "with --phrases: each sentence pair appears this many times per pass over the phrases",
-    ),
-    (
-        "--vocab-size",
-        int,
-        None,
-        f"subword vocabulary trained on the training split (default {DEFAULT_VOCAB_SIZE})",
-    ),
-    (
         "--tokens-per-batch",
         int,
         None,
         "global budget of source tokens and of target tokens per "
         "batch, i.e. per update, split across replicas and --accumulate-steps micro-batches (§5.1; "
         "default: the preset's, 25000 for base and big)",
-    ),
-    (
-        "--max-length",
-        int,
-        128,
-        "pairs longer than this many subword tokens are skipped (and counted)",
     ),
 )
 SCHEDULE_NUMBERS = (
@@ -62,6 +44,16 @@ SCHEDULE_NUMBERS = (
         "run each batch as this many micro-batches whose summed "
         "gradients make one update (gradient accumulation): the paper's batch in a fraction of the "
         "memory; the same updates as without it",
+    ),
+    (
+        "--steps-per-execution",
+        int,
+        None,
+        "training steps run per call into the compiled step (Keras compile(steps_per_execution)):"
+        " the host syncs with the device and runs the callbacks only every N steps, so backups, "
+        "checkpoints, the NaN check, a SIGTERM and --max-minutes act at multiples of N "
+        "(default: 1 on TensorFlow; under JAX the largest of 16, 8, 4, 2, 1 that divides "
+        "--steps-per-epoch, --checkpoint-every, --steps and the backup's step)",
     ),
     (
         "--checkpoint-every",
@@ -132,6 +124,7 @@ def build_parser():
     )
     data.add_argument("--test-split", default="test", help="split scored at the end")
     flags.add_tokenizer(data)
+    flags.add_corpus_shaping(data, DEFAULT_VOCAB_SIZE)
     flags.add_table(data, *DATA_NUMBERS)
     schedule = parser.add_argument_group("schedule")
     length = schedule.add_mutually_exclusive_group()

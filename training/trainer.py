@@ -15,16 +15,21 @@ import dataclasses
 import math
 import pathlib
 import shlex
+import shutil
 import sys
 import tempfile
 
 from programs import run_dir
 from programs.run_dir import MODEL_FILE, TOKENIZER_FILE, RunError
 from training import finetune
+from training.datasets import train_tokenizer
 from training.plan import DEFAULT_VOCAB_SIZE
 from training.run_state import RunState, settings_of
 
 TFDS_COUNTED = 10000  # pairs of a tfds training split counted before training (all with --epochs)
+# Steps per execution under JAX (without --steps-per-execution), largest first: see
+# `choose_steps_per_execution` and benchmarks/README.md, "The host's share of a step".
+AUTO_STEPS_PER_EXECUTION = (16, 8, 4, 2, 1)
 
 
 class Interrupted(Exception):
@@ -33,6 +38,13 @@ class Interrupted(Exception):
 
 def log(message):
     print(message, file=sys.stderr)
+
+
+def on_keras_distribution(strategy):
+    """Whether the run's devices are Keras's distribution API's (JAX), not tf.distribute's."""
+    from training.runtime import Devices
+
+    return isinstance(strategy, Devices)
 
 
 def on_tensorflow():
@@ -97,6 +109,7 @@ class Trainer:
             plan.sentence_repeats,
         )
         self.state = RunState.read(plan.run_dir)
+        self.check_binarized_tokenizer()
         self.steps_per_epoch = plan.steps_per_epoch
         early = self.settings()
         if plan.epochs or not self.chief:  # the steps per epoch of a pass are counted below
@@ -120,6 +133,7 @@ class Trainer:
             if self.chief:
                 self.tokenizer = self.load_tokenizer()
                 self.count_data()
+                self.steps_per_execution = self.choose_steps_per_execution()
                 self.state.check(self.settings(), self.steps, self.steps_flag())
                 self.initial_weights = self.read_initial_weights()
                 self.write_run_files()
@@ -129,6 +143,7 @@ class Trainer:
             raise failure or RunError(f"the chief could not write {own}; its output says why")
         if not self.chief:
             self.follow_chief(own)
+            self.steps_per_execution = self.choose_steps_per_execution()
 
     def build_config(self):
         """The preset with its overrides, sized to the run's vocabulary; when fine-tuning, the
@@ -148,12 +163,60 @@ class Trainer:
             raise ValueError(
                 f"--max-length {plan.max_length} exceeds the model's max_length={config.max_length}"
             )
+        binarized = self.binarized()
+        if binarized and plan.max_length > binarized.max_length:
+            raise ValueError(
+                f"--max-length {plan.max_length}: {binarized.directory} was binarized with "
+                f"--max-length {binarized.max_length}, which dropped the longer pairs; give at "
+                f"most {binarized.max_length}, or binarize again"
+            )
         return config
+
+    def binarized(self):
+        """The run's binarized data (`Binarized`, opened once), or None for other datasets."""
+        from keras_transformer.data.binarized import Binarized
+
+        kind, _, directory = self.plan.dataset.partition(":")
+        if kind != "binarized":
+            return None
+        if getattr(self, "_binarized", None) is None:
+            self._binarized = Binarized(directory)
+        return self._binarized
+
+    def check_binarized_tokenizer(self):
+        """Refuses binarized data whose ids come from another tokenizer than the run's: its own
+        tokenizer.model, --tokenizer, the --init-from model's, or --vocab-size's size."""
+        from keras_transformer.data.binarized import sha256_of
+
+        binarized = self.binarized()
+        if not binarized:
+            return
+        own = self.plan.run_dir / TOKENIZER_FILE
+        for path, what in (
+            (own if own.is_file() else None, f"the run's {own}"),
+            (self.plan.tokenizer, f"--tokenizer {self.plan.tokenizer}"),
+            (self.model_tokenizer(), f"the --init-from model's {self.model_tokenizer()}"),
+        ):
+            if path and sha256_of(path) != binarized.index["tokenizer"]["sha256"]:
+                raise RunError(
+                    f"--dataset {self.plan.dataset} was binarized with another tokenizer than "
+                    f"{what}: binarize it with that tokenizer (python -m training.binarize "
+                    f"--tokenizer {path} ...), or start a new --run-dir"
+                )
+        if self.plan.vocab_size and self.plan.vocab_size != binarized.vocab_size:
+            raise RunError(
+                f"--vocab-size {self.plan.vocab_size}: --dataset {self.plan.dataset} holds ids of "
+                f"a {binarized.vocab_size}-piece vocabulary; leave --vocab-size out, or binarize "
+                "again with it"
+            )
 
     def vocab_size(self):
         """The vocabulary size of the run's tokenizer file, of --tokenizer, of the --init-from
         model's tokenizer, or the one asked for; read with sentencepiece alone, since TensorFlow
         must not start before --cpu-devices splits the CPU."""
+        binarized = self.binarized()
+        if binarized:  # its index says, without sentencepiece (the tokenizers are checked)
+            return binarized.vocab_size
         from keras_transformer.tokenizer import checked_processor
 
         own = self.plan.run_dir / TOKENIZER_FILE
@@ -168,7 +231,7 @@ class Trainer:
             raise ValueError(f"{path}: {error}") from None
 
     def check_batch_budget(self):
-        from keras_transformer.compat import in_multi_worker_mode
+        from training.runtime import in_multi_worker_mode
 
         plan, replicas = self.plan, self.strategy.num_replicas_in_sync
         rows = replicas * plan.accumulate_steps
@@ -210,9 +273,11 @@ class Trainer:
             )
 
     def settings(self):
-        return settings_of(self.plan, self.config, self.dataset.languages, self.precision) | {
-            "steps_per_epoch": self.steps_per_epoch
-        }
+        settings = settings_of(self.plan, self.config, self.dataset.languages, self.precision)
+        binarized = self.binarized()
+        if binarized:  # the ids' tokenizer, whatever the flags
+            settings["vocabulary"] = {"binarized": binarized.index["tokenizer"]["sha256"]}
+        return settings | {"steps_per_epoch": self.steps_per_epoch}
 
     def seed_everything(self):
         import keras
@@ -226,23 +291,24 @@ class Trainer:
     def load_tokenizer(self):
         """The run's own tokenizer, else --tokenizer, else one trained now on the training split
         into a temporary directory (the run gets it once every check has passed)."""
-        import keras_transformer as kt
-
         own = self.plan.run_dir / TOKENIZER_FILE
+        binarized = self.binarized()
+        if binarized:  # its ids' tokenizer, checked against the run's; text needs TensorFlow
+            self.tokenizer_file = binarized.tokenizer_path
+            return self.load_tokenizer_file(binarized.tokenizer_path) if on_tensorflow() else None
         if own.is_file():
-            return kt.SubwordTokenizer.load(own)
+            return self.load_tokenizer_file(own)
         if self.plan.tokenizer or self.model_tokenizer():
-            return kt.SubwordTokenizer.load(self.plan.tokenizer or self.model_tokenizer())
+            return self.load_tokenizer_file(self.plan.tokenizer or self.model_tokenizer())
         log(
             f"training a {self.config.vocab_size}-piece vocabulary on the training split of "
             f"{self.dataset.spec}"
         )
-        texts = [side for pair in self.dataset.pairs("train") for side in pair]
-        if not texts:
-            raise RunError(f"the train split of {self.dataset.spec} is empty")
-        tokenizer = kt.SubwordTokenizer.train(
-            texts, self.config.vocab_size, self.scratch / TOKENIZER_FILE
-        )
+        self.tokenizer_file = self.scratch / TOKENIZER_FILE
+        try:
+            tokenizer = train_tokenizer(self.dataset, self.config.vocab_size, self.tokenizer_file)
+        except ValueError as error:
+            raise RunError(str(error)) from None
         if tokenizer.vocab_size != self.config.vocab_size:  # the corpus gave fewer pieces
             log(
                 f"the vocabulary has {tokenizer.vocab_size} pieces ({self.config.vocab_size} "
@@ -250,6 +316,12 @@ class Trainer:
             )
             self.config = dataclasses.replace(self.config, vocab_size=tokenizer.vocab_size)
         return tokenizer
+
+    def load_tokenizer_file(self, path):
+        import keras_transformer as kt
+
+        self.tokenizer_file = path
+        return kt.SubwordTokenizer.load(path)
 
     def model_tokenizer(self):
         """The --init-from model's tokenizer when the run uses it (no new vocabulary), else
@@ -268,15 +340,8 @@ class Trainer:
         """Opens and counts every split the run reads; sets the steps to train to. No training
         pair left after filtering is an error naming the counts. A tfds training split is
         counted on its first TFDS_COUNTED pairs unless --epochs needs the whole pass."""
-        from keras_transformer.data import pipeline_report
-
         plan, spec = self.plan, self.dataset.spec
-        pairs = self.dataset.read("train")
-        if self.dataset.kind == "tfds" and not plan.epochs:
-            pairs = pairs.take(TFDS_COUNTED)
-        report = pipeline_report(
-            pairs, self.tokenizer, self.config.tokens_per_batch, plan.max_length
-        )
+        report = self.training_report()
         log(f"training data ({spec}, train split): {report}")
         if not report.kept:
             raise RunError(
@@ -286,12 +351,45 @@ class Trainer:
             )
         if plan.epochs:
             self.steps_per_epoch = report.batches
-        self.validation_pairs, self.test_pairs = [], []
+        self.validation_pairs, self.test_pairs, self.validation_batches = [], [], []
         if self.validates():
             self.validation_pairs = self.read_split(plan.validation_split, "--validation-split")
         if on_tensorflow():
             self.test_pairs = self.read_split(plan.test_split, "--test-split")
+        binarized = self.binarized()
+        if binarized and binarized.has_split(plan.validation_split):
+            self.validation_batches = list(
+                binarized.batches(
+                    plan.validation_split,
+                    self.config.tokens_per_batch,
+                    plan.max_length,
+                    repeat=False,
+                    shuffle=False,
+                )
+            )
         self.steps = plan.steps or plan.epochs * self.steps_per_epoch
+
+    def training_report(self):
+        """The PipelineReport of the training split, as `training_batches` reads it."""
+        binarized = self.binarized()
+        if binarized:
+            return binarized.report(
+                "train", self.config.tokens_per_batch, self.plan.max_length, self.batch_multiple
+            )
+        from keras_transformer.data import pipeline_report
+
+        pairs = self.dataset.read("train")
+        if self.dataset.kind == "tfds" and not self.plan.epochs:
+            pairs = pairs.take(TFDS_COUNTED)
+        return pipeline_report(
+            pairs, self.tokenizer, self.config.tokens_per_batch, self.plan.max_length
+        )
+
+    @property
+    def batch_multiple(self):
+        """Pairs in every full batch are a multiple of this: one share per replica, cut into
+        --accumulate-steps micro-batches."""
+        return self.strategy.num_replicas_in_sync * self.plan.accumulate_steps
 
     def steps_flag(self):
         """The flag that set the steps to train to."""
@@ -320,7 +418,7 @@ class Trainer:
 
         own = self.plan.run_dir / TOKENIZER_FILE
         if not own.is_file():
-            write_atomically(own, self.tokenizer.save)
+            write_atomically(own, lambda path: shutil.copyfile(self.tokenizer_file, path))
         self.state.save(self.settings(), self.steps)
 
     def follow_chief(self, own):
@@ -333,12 +431,13 @@ class Trainer:
                 f"no {own} after the chief wrote it: is --run-dir on a file system that every "
                 "worker shares?"
             )
-        self.tokenizer = kt.SubwordTokenizer.load(own)
-        self.config = dataclasses.replace(self.config, vocab_size=self.tokenizer.vocab_size)
+        if not self.binarized():  # binarized data sized the config by its index
+            self.tokenizer = kt.SubwordTokenizer.load(own)
+            self.config = dataclasses.replace(self.config, vocab_size=self.tokenizer.vocab_size)
         self.initial_weights = self.read_initial_weights()
         recorded = run_dir.read_settings(self.plan.run_dir)
         self.steps, self.steps_per_epoch = recorded["steps"], recorded["steps_per_epoch"]
-        self.validation_pairs, self.test_pairs = [], []
+        self.validation_pairs, self.test_pairs, self.validation_batches = [], [], []
 
     # -- training ---------------------------------------------------------------------------
 
@@ -388,9 +487,19 @@ class Trainer:
 
         plan = self.plan
         jit_compile = plan.jit_compile or keras.backend.backend() == "jax"  # else eager under JAX
+        devices = (
+            str(self.strategy)
+            if on_keras_distribution(self.strategy)
+            else f"{type(self.strategy).__name__} with "
+            f"{self.strategy.num_replicas_in_sync} replica(s)"
+        )
         log(
-            f"Keras backend {keras.backend.backend()}, {type(self.strategy).__name__} with "
-            f"{self.strategy.num_replicas_in_sync} replica(s), "
+            f"Keras backend {keras.backend.backend()}, {devices}, "
+            + (
+                f"{self.steps_per_execution} steps per execution, "
+                if self.steps_per_execution > 1
+                else ""
+            )
             + (
                 f"{plan.accumulate_steps} micro-batches per update, "
                 if plan.accumulate_steps > 1
@@ -408,15 +517,59 @@ class Trainer:
                 metrics=[kt.MaskedAccuracy(name="accuracy")],
                 jit_compile=jit_compile,
                 accumulate_steps=plan.accumulate_steps,
+                steps_per_execution=self.steps_per_execution,
             )
             model.optimizer.build(model.trainable_variables)
         return model
+
+    def choose_steps_per_execution(self):
+        """--steps-per-execution, checked against the backup's step and the steps per epoch
+        counted for --epochs; else 1 on TensorFlow and under JAX the largest of
+        AUTO_STEPS_PER_EXECUTION that divides every step the callbacks act at."""
+        import keras
+
+        from training.callbacks import Backup
+
+        plan = self.plan
+        start = Backup.saved_step(plan.run_dir / "backup")
+        if plan.steps_per_execution:
+            n = plan.steps_per_execution
+            for what, value in (
+                (f"the backup in {plan.run_dir / 'backup'} holds step", start),
+                ("--epochs: an epoch of the training data is", self.steps_per_epoch),
+            ):
+                if value % n:
+                    raise RunError(
+                        f"--steps-per-execution {n}: {what} {value}, not a multiple of {n}; give "
+                        "a --steps-per-execution that divides it"
+                    )
+            return n
+        if keras.backend.backend() == "tensorflow":
+            return 1
+        acted_at = (start, self.steps, self.steps_per_epoch, plan.checkpoint_every or 0)
+        return next(n for n in AUTO_STEPS_PER_EXECUTION if all(v % n == 0 for v in acted_at))
 
     def training_batches(self, seed):
         """Repeated, shuffled, bucketed batches of the global token budget, in multiples of the
         replica count times --accumulate-steps (each replica gets an equal share, cut into equal
         micro-batches), weighted for exact token normalisation; sharded by data across workers.
-        A resumed run shuffles with another seed, so as not to repeat the batches it saw."""
+        A resumed run shuffles with another seed, so as not to repeat the batches it saw.
+        Binarized data is batched by numpy in a background thread, ahead of the device, each
+        host taking its rows of the global batch."""
+        binarized = self.binarized()
+        if binarized:
+            from keras_transformer.data.binarized import ahead
+
+            return ahead(
+                binarized.batches(
+                    "train",
+                    self.config.tokens_per_batch,
+                    self.plan.max_length,
+                    seed=seed,
+                    batch_size_multiple=self.batch_multiple,
+                    part=getattr(self.strategy, "part", (0, 1)),
+                )
+            )
         import tensorflow as tf
 
         from keras_transformer.data import make_batches, weigh_tokens
@@ -428,7 +581,7 @@ class Trainer:
             self.plan.max_length,
             seed=seed,
             repeat=True,
-            batch_size_multiple=self.strategy.num_replicas_in_sync * self.plan.accumulate_steps,
+            batch_size_multiple=self.batch_multiple,
             static_shapes=not on_tensorflow(),  # JAX compiles one XLA program per batch shape
         )
         options = tf.data.Options()
@@ -440,7 +593,8 @@ class Trainer:
         """StopOnNaN first (nothing after it saves a NaN state), the step checkpoints, the stop
         at the plan's step; on the chief the validation (BLEU, the best checkpoint) and the step
         summaries; the backup, after the validation whose outcome it records; TensorBoard (the
-        validation figures too); the time limit."""
+        validation figures too; where TensorFlow runs Keras's, else `StepSummaries` writes the
+        epochs); the time limit."""
         import keras
 
         from training import callbacks
@@ -461,7 +615,7 @@ class Trainer:
         listed += self.chief_callbacks() if self.chief else []
         keep_best = next((c for c in listed if isinstance(c, KeepBest)), None)
         listed.append(callbacks.Backup(out / "backup", self.chief, keep_best))
-        if self.chief:
+        if self.chief and on_tensorflow():
             listed.append(keras.callbacks.TensorBoard(str(out / "logs")))  # epoch summaries
         if plan.max_minutes:
             listed.append(callbacks.TimeLimit(plan.max_minutes))
@@ -475,10 +629,17 @@ class Trainer:
 
         plan, out = self.plan, self.plan.run_dir
         listed = []
+        if self.validation_batches:
+            listed.append(callbacks.ValidationLoss(self.validation_batches))
         if plan.bleu_sentences and not on_tensorflow():
             log(
                 f"--bleu-sentences: translating needs the TensorFlow backend; under "
-                f"{keras.backend.backend()} training is followed by the validation loss only"
+                f"{keras.backend.backend()} training is followed "
+                + (
+                    "by the validation loss only"
+                    if self.validation_batches
+                    else "by no validation (binarized data gives it the validation loss)"
+                )
             )
         elif self.validation_pairs:
             listed.append(
@@ -494,7 +655,10 @@ class Trainer:
             measure = self.validation_figure if plan.keep_best == "loss" else None
             listed.append(KeepBest(out / "best", state, plan.early_stopping, measure))
         every = max(1, min(100, self.steps_per_epoch // 10))
-        listed.append(callbacks.StepSummaries(out / "logs", every=every))
+        every = math.ceil(every / self.steps_per_execution) * self.steps_per_execution
+        listed.append(
+            callbacks.StepSummaries(out / "logs", every=every, epochs=not on_tensorflow())
+        )
         return listed
 
     # -- the end ----------------------------------------------------------------------------

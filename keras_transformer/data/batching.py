@@ -9,16 +9,23 @@ replicas). Teacher forcing: the source ends with eos, the decoder input `target`
 bos, and `target_out` is the same sentence ending with eos.
 """
 
-import collections
-import dataclasses
-
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.data.buckets import (
+    EMPTY,
+    KEPT,
+    TOO_LONG,
+    PipelineReport,
+    bucket_batch_sizes,
+    bucket_boundaries,
+    check_budget,
+    dropped_counts,
+    static_boundaries,
+)
 from keras_transformer.ids import BOS_ID, EOS_ID, PAD_ID
 
 AUTOTUNE = tf.data.AUTOTUNE
-KEPT, EMPTY, TOO_LONG = 0, 1, 2
 
 
 def tokenize_pairs(pairs, tokenizer, chunk_size=1024):
@@ -46,15 +53,6 @@ def teacher_forcing(source_ids, target_ids):
     eos, bos = tf.constant([EOS_ID], tf.int32), tf.constant([BOS_ID], tf.int32)
     inputs = {"source": tf.concat([source_ids, eos], 0), "target": tf.concat([bos, target_ids], 0)}
     return inputs, tf.concat([target_ids, eos], 0)
-
-
-def bucket_boundaries(max_length, smallest=8, growth=1.1):
-    """Upper length bounds of the buckets, growing by about 10%; the last is max_length + 1."""
-    bounds, bound = [], smallest
-    while bound <= max_length:
-        bounds.append(bound)
-        bound = max(bound + 1, int(bound * growth))
-    return bounds + [max_length + 1]
 
 
 def make_batches(
@@ -87,19 +85,11 @@ def make_batches(
             tf.distribute pass the number of replicas: each replica then gets an equal share
             (Keras builds the model on the first batch averaged across replicas, which fails
             when their shares differ in size).
-        static_shapes: pad every batch of a bucket to the bucket's bound, with buckets growing
-            by 50% instead of 10%: a handful of batch shapes in all, for a compiler that
-            compiles one program per shape (JAX's XLA), at the cost of more padding.
+        static_shapes: pad every batch of a bucket to the bucket's bound, with the buckets of
+            `static_boundaries`: a handful of batch shapes in all, for a compiler that compiles
+            one program per shape (JAX's XLA), at the cost of more padding.
     """
-    if tokens_per_batch < max_length * batch_size_multiple:
-        raise ValueError(
-            f"tokens_per_batch={tokens_per_batch} cannot hold {batch_size_multiple} sentence(s) of "
-            f"max_length={max_length} (batch_size_multiple={batch_size_multiple})"
-        )
-
-    def pairs_per_batch(longest):
-        return tokens_per_batch // longest // batch_size_multiple * batch_size_multiple
-
+    check_budget(tokens_per_batch, max_length, batch_size_multiple)
     dataset = tokenize_pairs(pairs, tokenizer).filter(
         lambda s, t: drop_reason(s, t, max_length) == KEPT
     )
@@ -112,9 +102,8 @@ def make_batches(
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=not repeat)
     dataset = dataset.map(teacher_forcing, num_parallel_calls=AUTOTUNE)
     if bucketing:
-        bounds = bucket_boundaries(max_length, growth=1.5 if static_shapes else 1.1)
-        # Bucket i holds lengths below bounds[i]: padded sides of at most bounds[i] - 1 tokens.
-        sizes = [pairs_per_batch(bound - 1) for bound in bounds] + [batch_size_multiple]
+        bounds = (static_boundaries if static_shapes else bucket_boundaries)(max_length)
+        sizes = bucket_batch_sizes(bounds, tokens_per_batch, batch_size_multiple)
         dataset = dataset.bucket_by_sequence_length(
             lambda inputs, _: tf.maximum(tf.size(inputs["source"]), tf.size(inputs["target"])),
             bucket_boundaries=bounds,
@@ -122,7 +111,7 @@ def make_batches(
             pad_to_bucket_boundary=static_shapes,
         )
     else:
-        dataset = dataset.padded_batch(pairs_per_batch(max_length))
+        dataset = dataset.padded_batch(bucket_batch_sizes([max_length + 1], tokens_per_batch)[0])
     return dataset.prefetch(AUTOTUNE)
 
 
@@ -146,30 +135,6 @@ def weigh_tokens(batches):
     return batches.map(weigh, num_parallel_calls=AUTOTUNE)
 
 
-@dataclasses.dataclass
-class PipelineReport:
-    """What the pipeline did with a corpus: pairs read, kept and dropped by reason, and how
-    much of each batch is real tokens rather than padding."""
-
-    read: int
-    kept: int
-    dropped: collections.Counter
-    batches: int
-    padding_efficiency: float
-    largest_side_tokens: int
-    tokens_per_batch: int
-
-    def __str__(self):
-        dropped = ", ".join(f"{reason} {count}" for reason, count in self.dropped.most_common())
-        return (
-            f"pairs read {self.read}, kept {self.kept}, dropped {sum(self.dropped.values())}"
-            f"{': ' + dropped if dropped else ''}\n"
-            f"batches {self.batches}, padding efficiency {self.padding_efficiency:.1%} "
-            f"(real tokens / all tokens in batches), fullest side {self.largest_side_tokens} "
-            f"tokens (budget {self.tokens_per_batch} per side)"
-        )
-
-
 def pipeline_report(pairs, tokenizer, tokens_per_batch, max_length, bucketing=True, skipped=None):
     """Reads the corpus once to count, and batches it once (unshuffled) to measure padding.
 
@@ -177,27 +142,15 @@ def pipeline_report(pairs, tokenizer, tokens_per_batch, max_length, bucketing=Tr
     """
     reasons = tokenize_pairs(pairs, tokenizer).map(lambda s, t: drop_reason(s, t, max_length))
     codes = np.concatenate([np.zeros(0, np.int32), *reasons.batch(8192).as_numpy_iterator()])
-    dropped = collections.Counter(dict(skipped or {}))
-    dropped["empty after normalization"] += int(np.sum(codes == EMPTY))
-    dropped[f"longer than max_length={max_length} tokens"] += int(np.sum(codes == TOO_LONG))
-    dropped = collections.Counter({reason: n for reason, n in dropped.items() if n})
+    dropped = dropped_counts(codes, max_length, skipped)
 
-    real = total = largest = batches = 0
     batched = make_batches(
         pairs, tokenizer, tokens_per_batch, max_length, bucketing, shuffle_buffer=0
     )
-    for inputs, _ in batched.as_numpy_iterator():
-        source, target = inputs["source"], inputs["target"]
-        real += np.count_nonzero(source) + np.count_nonzero(target)
-        total += source.size + target.size
-        largest = max(largest, source.size, target.size)
-        batches += 1
-    return PipelineReport(
+    return PipelineReport.of_batches(
+        (inputs for inputs, _ in batched.as_numpy_iterator()),
         read=len(codes) + sum((skipped or {}).values()),
         kept=int(np.sum(codes == KEPT)),
         dropped=dropped,
-        batches=batches,
-        padding_efficiency=real / total if total else 0.0,
-        largest_side_tokens=largest,
         tokens_per_batch=tokens_per_batch,
     )

@@ -1,7 +1,8 @@
 """Scaled dot-product attention (§3.2.1, Eq. 1) and multi-head attention (§3.2.2).
 
-Tensors inside this module use the layout [batch, heads, time, depth], so Eq. 1 is a
-plain batched matmul and the decoding cache is updated along axis 2.
+Eq. 1 written out (`scaled_dot_product_attention`) and the decoding cache use the layout
+[batch, heads, time, depth], so Eq. 1 is a plain batched matmul and the cache is updated along
+axis 2; the fused kernel (`keras.ops.dot_product_attention`) takes [batch, time, heads, depth].
 """
 
 import math
@@ -9,6 +10,12 @@ import typing
 
 import keras
 from keras import ops
+
+# Backends whose keras.ops.dot_product_attention full-sequence passes use: JAX's, cuDNN's fused
+# attention on a GPU. TensorFlow's has no fused kernel (it refuses flash_attention=True): it is
+# Eq. 1 as einsums, which made a training step of the small preset 2-4% slower on a CPU than Eq. 1
+# written out here. PyTorch's is not checked here (not installed), so it keeps Eq. 1 written out.
+FUSED_BACKENDS = ("jax",)
 
 # Masked logits are set to this value. Masking happens on float32 logits (softmax runs in
 # float32 under every dtype policy), so the constant is finite and safe for float16 and
@@ -93,6 +100,17 @@ class MultiHeadAttention(keras.layers.Layer):
     head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i).
     The projections are plain matrices without bias, as in the paper's equations.
 
+    Eq. 1 (§3.2.1) runs one of two ways. Where nothing needs its weights softmax(Q K^T / sqrt(d_k))
+    (none returned, no dropout on them), no cache is read (the full-sequence passes of training,
+    evaluation and the encoder) and d_k = d_v, under JAX (`FUSED_BACKENDS`),
+    `keras.ops.dot_product_attention` computes it: on a GPU in bfloat16 or float16 that is cuDNN's
+    fused attention, which never writes the [B, H, Tq, Tk] weights to memory
+    (`keras.config.disable_flash_attention()` turns it off). Otherwise Eq. 1 is written out
+    (`scaled_dot_product_attention`): it returns the weights, drops some of them out, serves
+    incremental decoding (which TensorFlow Serving runs without XLA), and runs under TensorFlow,
+    whose kernel is no faster. Both mask alike and take the softmax in float32 under every dtype
+    policy (cuDNN accumulates in float32); a query that sees no key averages the values.
+
     Args:
         num_heads: h, the number of heads.
         key_dim: d_k, the depth of each head's queries and keys (default None: d_model / h;
@@ -157,12 +175,15 @@ class MultiHeadAttention(keras.layers.Layer):
         self.value_kernel = kernel("value_kernel", (d_memory, heads * self.depth_v))
         self.output_kernel = kernel("output_kernel", (heads * self.depth_v, d_model))
 
-    def project_heads(self, x, kernel, depth):
-        """x W as [B, H, T, depth] for x [B, T, d]: one 2-D matmul over all positions."""
+    def project(self, x, kernel, depth):
+        """x W as [B, T, H, depth] for x [B, T, d]: one 2-D matmul over all positions."""
         rows = ops.reshape(ops.cast(x, self.compute_dtype), (-1, x.shape[-1]))
         projected = ops.matmul(rows, ops.cast(kernel, self.compute_dtype))
-        projected = ops.reshape(projected, (*batch_and_length(x, 1), self.num_heads, depth))
-        return ops.transpose(projected, (0, 2, 1, 3))
+        return ops.reshape(projected, (*batch_and_length(x, 1), self.num_heads, depth))
+
+    def project_heads(self, x, kernel, depth):
+        """x W as [B, H, T, depth], the layout of Eq. 1's batched matmuls and of the cache."""
+        return ops.transpose(self.project(x, kernel, depth), (0, 2, 1, 3))
 
     def memory_cache(self, memory):
         """The projected keys and values of `memory` [B, S, d_memory], computed once per source."""
@@ -194,6 +215,61 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
+        if self.fuses(cache, return_attention_scores, training):
+            context = self.fused_context(query, value, attention_mask, use_causal_mask)
+        else:
+            context, cache, weights = self.explicit_context(
+                query, value, attention_mask, use_causal_mask, cache, cache_index, training
+            )
+        # Concat(head_1, ..., head_h) W^O: the heads side by side, one 2-D matmul.
+        heads = ops.reshape(context, (-1, self.num_heads * self.depth_v))
+        outputs = ops.matmul(heads, ops.cast(self.output_kernel, self.compute_dtype))
+        outputs = ops.reshape(outputs, (*batch_and_length(context, 1), self.d_model))
+
+        results = (outputs,)
+        if cache_index is not None:
+            results += (cache,)
+        if return_attention_scores:
+            results += (weights,)
+        return results[0] if len(results) == 1 else results
+
+    def fuses(self, cache, return_attention_scores, training):
+        """Whether Eq. 1 runs as one kernel: nothing needs its weights, it reads no cache, the
+        backend has a fused kernel, and d_k = d_v (the kernel, as cuDNN's, takes keys and values
+        of one depth; under JAX it fails otherwise)."""
+        return (
+            cache is None
+            and not return_attention_scores
+            and not (training and self.dropout)
+            and self.depth_k == self.depth_v
+            and keras.backend.backend() in FUSED_BACKENDS
+        )
+
+    def fused_context(self, query, value, attention_mask, use_causal_mask):
+        """The heads [B, Tq, H, d_v] of a full-sequence pass, by `keras.ops.dot_product_attention`
+        (projected straight into its [B, T, H, d] layout: no transposes)."""
+        memory = query if value is None else value
+        q = self.project(query, self.query_kernel, self.depth_k)
+        k = self.project(memory, self.key_kernel, self.depth_k)
+        v = self.project(memory, self.value_kernel, self.depth_v)
+        query_length, key_length = ops.shape(q)[1], ops.shape(k)[1]
+        causal = causal_mask(query_length, key_length) if use_causal_mask else None
+        mask = combined_mask(
+            attention_mask, causal, ops.shape(q)[0], query_length, key_length, self.name
+        )
+        if mask is not None:  # a row per query: cuDNN takes the mask as a [., ., Tq, Tk] bias
+            mask = ops.broadcast_to(mask, (ops.shape(mask)[0], 1, query_length, key_length))
+        # 1/sqrt(d_k) on the queries, as written out: TensorFlow's kernel forms Q K^T in the
+        # compute dtype before it scales, where float16 could overflow.
+        q = q * ops.cast(1.0 / math.sqrt(self.depth_k), q.dtype)
+        return ops.dot_product_attention(
+            q, k, v, mask=mask, scale=1.0, flash_attention=keras.config.is_flash_attention_enabled()
+        )
+
+    def explicit_context(
+        self, query, value, attention_mask, use_causal_mask, cache, cache_index, training
+    ):
+        """Eq. 1 written out: the heads [B, Tq, H, d_v], the updated cache and the weights."""
         q = self.project_heads(query, self.query_kernel, self.depth_k)
         causal = None
         if cache is not None and cache_index is not None:
@@ -217,28 +293,16 @@ class MultiHeadAttention(keras.layers.Layer):
             k = self.project_heads(memory, self.key_kernel, self.depth_k)
             v = self.project_heads(memory, self.value_kernel, self.depth_v)
 
+        query_length, key_length = ops.shape(q)[2], ops.shape(k)[2]
         if use_causal_mask and causal is None:
-            causal = causal_mask(ops.shape(q)[2], ops.shape(k)[2])
-        mask = attention_mask_4d(attention_mask, ops.shape(q), ops.shape(k)[2], self.name)
-        if causal is not None:
-            mask = causal[None, None] if mask is None else ops.logical_and(mask, causal)
-
+            causal = causal_mask(query_length, key_length)
+        mask = combined_mask(
+            attention_mask, causal, ops.shape(q)[0], query_length, key_length, self.name
+        )
         context, weights = scaled_dot_product_attention(
             q, k, v, mask=mask, dropout=self.weights_dropout, training=training
         )
-        # Concat(head_1, ..., head_h) W^O: the heads side by side, one 2-D matmul.
-        heads = ops.reshape(
-            ops.transpose(context, (0, 2, 1, 3)), (-1, self.num_heads * self.depth_v)
-        )
-        outputs = ops.matmul(heads, ops.cast(self.output_kernel, self.compute_dtype))
-        outputs = ops.reshape(outputs, (*batch_and_length(context, 2), self.d_model))
-
-        results = (outputs,)
-        if cache_index is not None:
-            results += (cache,)
-        if return_attention_scores:
-            results += (weights,)
-        return results[0] if len(results) == 1 else results
+        return ops.transpose(context, (0, 2, 1, 3)), cache, weights
 
     def get_config(self):
         config = super().get_config()
@@ -292,12 +356,20 @@ def write_positions(cache, update, positions):
     return ops.scatter_update(cache, positions.indices, ops.cast(rows, cache.dtype))
 
 
-def attention_mask_4d(mask, query_shape, key_length, layer_name):
+def combined_mask(attention_mask, causal, batch_size, query_length, key_length, layer_name):
+    """The boolean mask [B or 1, 1, Tq or 1, Tk] of a call: `attention_mask` (checked by
+    `attention_mask_4d`) and the causal mask [Tq, Tk] (or None) together; None if neither."""
+    mask = attention_mask_4d(attention_mask, batch_size, query_length, key_length, layer_name)
+    if causal is None:
+        return mask
+    return causal[None, None] if mask is None else ops.logical_and(mask, causal)
+
+
+def attention_mask_4d(mask, batch_size, query_length, key_length, layer_name):
     """Checks a [B, Tk] or [B, Tq, Tk] boolean mask and returns it as [B, 1, Tq or 1, Tk].
 
-    `query_shape` is the [B, H, Tq, d] shape of the projected queries. Dimensions known
-    statically are compared; a float mask is refused, since an additive 0 / -inf mask would
-    read inverted as a boolean one.
+    Sizes known statically are compared; a float mask is refused, since an additive 0 / -inf
+    mask would read inverted as a boolean one.
     """
     if mask is None:
         return None
@@ -314,9 +386,9 @@ def attention_mask_4d(mask, query_shape, key_length, layer_name):
             f"{layer_name}: attention_mask must have shape {expected}; got rank {len(shape)} "
             f"shape {shape}"
         )
-    expected_dims = [(0, query_shape[0], "batch size"), (-1, key_length, "key length")]
+    expected_dims = [(0, batch_size, "batch size"), (-1, key_length, "key length")]
     if len(shape) == 3:
-        expected_dims.append((1, query_shape[2], "query length"))
+        expected_dims.append((1, query_length, "query length"))
     for axis, size, what in expected_dims:
         if isinstance(size, int) and shape[axis] is not None and shape[axis] != size:
             raise ValueError(
