@@ -430,7 +430,7 @@ def build_parser():
     parser = flags.parser(__doc__, "benchmarks.bench")
     flags.add_quick(parser)
     parser.add_argument(
-        "--repeats", type=int, default=10, help="timed repetitions of each measurement"
+        "--repeats", type=flags.COUNT, default=10, help="timed repetitions of each measurement"
     )
     parser.add_argument(
         "--xla",

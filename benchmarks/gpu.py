@@ -288,7 +288,7 @@ def build_parser():
     )
     flags.add_parts(parser, PARTS)
     parser.add_argument(
-        "--demo-minutes", type=float, default=3.5, help="the demo run's --max-minutes"
+        "--demo-minutes", type=flags.positive, default=3.5, help="the demo run's --max-minutes"
     )
     parser.add_argument(
         "--demo-flags",

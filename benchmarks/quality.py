@@ -464,7 +464,7 @@ def build_parser():
         ("--work-dir", pathlib.Path, pathlib.Path("runs/quality"), "where the runs are kept"),
         (
             "--minutes",
-            float,
+            flags.positive,
             SCREEN_MINUTES,
             f"training budget of a screening run, in minutes (default: {SCREEN_MINUTES}); the "
             f"runs that confirm the chosen settings train for the demo's {FULL_MINUTES}",

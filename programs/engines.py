@@ -14,7 +14,7 @@ import pathlib
 import typing
 
 from programs import run_dir
-from programs.versions import latest_version
+from programs.versions import latest_version, read_search_settings
 
 CTRANSLATE2_LIMITS_FILE = "keras_transformer.json"  # {"max_length": the model's config.max_length}
 
@@ -110,19 +110,28 @@ def _signature(signatures, name, argument, description):
 def load_engine(
     model_path,
     tokenizer_path=None,
-    beam_size=4,
-    alpha=0.6,
-    extra_length=50,
+    beam_size=None,
+    alpha=None,
+    extra_length=None,
     sampling=None,
     jit_compile=False,
 ):
     """The Engine for `model_path`. A directory is a CTranslate2 model (model.bin) or a
     SavedModel (a version directory, or the base directory: its highest version, decoding as it
-    was exported); a file is a .keras model or a step checkpoint, with tokenizer.model beside it
-    unless `tokenizer_path` is given. `sampling` (a kt.Sampling) samples instead of beam
-    search; `jit_compile` compiles the search with XLA. Raises ValueError naming the flag or
-    file that cannot be used."""
+    was exported: a search setting given that differs from its own is refused); a file is a
+    .keras model or a step checkpoint, with tokenizer.model beside it unless `tokenizer_path` is
+    given. Search settings left None are §6.1's (`flags.SEARCH_DEFAULTS`). `sampling` (a
+    kt.Sampling) samples instead of beam search; `jit_compile` compiles the search with XLA.
+    Raises ValueError naming the flag or file that cannot be used."""
+    from programs.flags import SEARCH_DEFAULTS
+
     model_path = pathlib.Path(model_path)
+    asked = {"beam_size": beam_size, "alpha": alpha, "extra_length": extra_length}
+    if model_path.is_dir() and not (model_path / "model.bin").is_file():
+        return saved_model_engine(model_path, asked)
+    beam_size, alpha, extra_length = (
+        SEARCH_DEFAULTS[name] if value is None else value for name, value in asked.items()
+    )
     if model_path.is_dir():
         for flag, given in (("--sample", sampling is not None), ("--jit-compile", jit_compile)):
             if given:
@@ -135,7 +144,6 @@ def load_engine(
             engine = CTranslate2Translator(model_path, beam_size, alpha, extra_length)
             description = f"CTranslate2 {model_path} with {search_name(beam_size, alpha)}"
             return Engine(engine.translate, description, engine.score)
-        return saved_model_engine(model_path)
     if not model_path.is_file():
         raise ValueError(f"--model {model_path}: no such file or directory")
     return keras_engine(
@@ -143,9 +151,13 @@ def load_engine(
     )
 
 
-def saved_model_engine(model_dir):
+def saved_model_engine(model_dir, asked=None):
     """The serving_default signature of the SavedModel in `model_dir` (or its highest
-    version), loaded as TensorFlow Serving loads it: tensorflow and tensorflow_text only."""
+    version), loaded as TensorFlow Serving loads it: tensorflow and tensorflow_text only. Its
+    search is part of its graph: a setting `asked` ({"beam_size", "alpha", "extra_length"}: a
+    flag's value, None where not given) that differs from the export's is refused, naming the
+    flag and how to export another (a signature taking the settings would make the beam width a
+    tensor of the served graph, whose loop is built for one)."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
@@ -153,6 +165,15 @@ def saved_model_engine(model_dir):
         version_dir = latest_version(model_dir)
     except FileNotFoundError as error:
         raise ValueError(str(error)) from None
+    own = read_search_settings(version_dir)
+    for name, value in (asked or {}).items():
+        if value is not None and own and own[name] != value:
+            flag = f"--{name.replace('_', '-')}"
+            raise ValueError(
+                f"{flag} {value}: the SavedModel {version_dir} searches with {flag} {own[name]}, "
+                f"as it was exported; leave {flag} out, or export the model again with "
+                f"{flag} {value} (python -m serving.export --model MODEL.keras {flag} {value})"
+            )
     signatures = tf.saved_model.load(str(version_dir)).signatures
     return tensor_engine(signatures, f"SavedModel {version_dir}")
 

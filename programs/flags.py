@@ -32,6 +32,61 @@ class HelpFormatter(argparse.HelpFormatter):
         return action.help + " (default: %(default)s)"
 
 
+def at_least(minimum, kind=int):
+    """An argparse type: a number of `kind` no smaller than `minimum`; anything else is a
+    usage error naming the flag and the range (argparse adds the flag)."""
+
+    def number(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {_range(kind, minimum)}, got {text!r}"
+            ) from None
+        if not value >= minimum:  # NaN too
+            raise argparse.ArgumentTypeError(f"expected {_range(kind, minimum)}, got {text}")
+        return value
+
+    number.__name__ = kind.__name__  # argparse names the type in some messages
+    return number
+
+
+def positive(text):
+    """An argparse type: a float above 0 (a time, a temperature of sampling's)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text}")
+    return value
+
+
+def probability(text):
+    """An argparse type: a float in (0, 1]."""
+    value = positive(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text}")
+    return value
+
+
+def port(text):
+    """An argparse type: a TCP port, 1 to 65535."""
+    value = COUNT(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {text}")
+    return value
+
+
+def _range(kind, minimum):
+    return f"{'an integer' if kind is int else 'a number'} of at least {minimum}"
+
+
+VOCAB_MINIMUM = 261  # 4 special ids, 256 byte pieces and one more (SubwordTokenizer.train)
+COUNT = at_least(1)  # steps, sizes, repetitions: zero means nothing
+AMOUNT = at_least(0)  # may be none: 0 sentences, 0 retries, 0 extra tokens
+
+
 def parse(parser, argv=None):
     """The program's flags, parsed, and its console started (`console.start`), before it
     imports TensorFlow."""
@@ -110,23 +165,39 @@ def add_tokenizer(parser):
     )
 
 
-def add_search(parser):
-    """Beam search's settings (§6.1)."""
+# §6.1's search: beam 4, length penalty alpha 0.6, at most the source length + 50 tokens.
+SEARCH_DEFAULTS = {"beam_size": 4, "alpha": 0.6, "extra_length": 50}
+
+
+def add_search(parser, exported_own=False):
+    """Beam search's settings (§6.1). With `exported_own` (programs that also read a SavedModel,
+    whose search is part of its graph) they default to None: a SavedModel's own, else §6.1's."""
+    own = " (a SavedModel searches as it was exported: giving another is refused)"
+
+    def default(name):
+        return None if exported_own else SEARCH_DEFAULTS[name]
+
     parser.add_argument(
-        "--beam-size", type=int, default=4, help="beam width; 1: greedy search (§6.1: 4)"
+        "--beam-size",
+        type=COUNT,
+        default=default("beam_size"),
+        help="beam width; 1: greedy search (§6.1: 4)" + (own if exported_own else ""),
     )
-    add_alpha(parser)
+    add_alpha(parser, default("alpha"))
     parser.add_argument(
         "--extra-length",
-        type=int,
-        default=50,
+        type=AMOUNT,
+        default=default("extra_length"),
         help="a translation is at most source length + this many tokens (§6.1: 50)",
     )
 
 
-def add_alpha(parser):
+def add_alpha(parser, default=SEARCH_DEFAULTS["alpha"]):
     parser.add_argument(
-        "--alpha", type=float, default=0.6, help="length penalty ((5+|Y|)/6)^alpha (§6.1: 0.6)"
+        "--alpha",
+        type=at_least(0.0, float),
+        default=default,
+        help="length penalty ((5+|Y|)/6)^alpha (§6.1: 0.6)",
     )
 
 
@@ -235,14 +306,14 @@ def add_scores(parser):
 
 def add_batch_size(parser, default):
     parser.add_argument(
-        "--batch-size", type=int, default=default, help="sentences translated together"
+        "--batch-size", type=COUNT, default=default, help="sentences translated together"
     )
 
 
 def add_seed(parser):
     parser.add_argument(
         "--seed",
-        type=int,
+        type=AMOUNT,
         default=0,
         help="the random seed (training: weights, dropout, data order; sampling: the draws)",
     )
@@ -309,7 +380,7 @@ def add_preset(parser, repeatable=False, default="small"):
 def add_version(parser):
     parser.add_argument(
         "--version",
-        type=int,
+        type=COUNT,
         default=None,
         help="a TensorFlow Serving model version (export: default one more than the highest "
         "present; client: default the server's choice)",
@@ -330,19 +401,19 @@ def add_corpus_shaping(parser, default_vocab_size):
     (training.train, and training.binarize which does it once)."""
     parser.add_argument(
         "--sentence-repeats",
-        type=int,
+        type=COUNT,
         default=1,
         help="with --phrases: each sentence pair appears this many times per pass over the phrases",
     )
     parser.add_argument(
         "--vocab-size",
-        type=int,
+        type=at_least(VOCAB_MINIMUM),
         default=None,
         help=f"subword vocabulary trained on the training split (default {default_vocab_size})",
     )
     parser.add_argument(
         "--max-length",
-        type=int,
+        type=at_least(2),  # a token and its bos or eos
         default=128,
         help="pairs longer than this many subword tokens, with their bos or eos, are dropped "
         "(and counted)",

@@ -3,6 +3,7 @@ a SavedModel with warm-up requests, appearing whole or not at all. Training's fi
 `serving.export` both write it; `serving.translate`, `training.evaluate` and the summary read
 it."""
 
+import json
 import os
 import pathlib
 import shutil
@@ -12,6 +13,9 @@ from programs.files import remove_stale, temporary_prefix
 
 WARMUP_SENTENCES = ("Guten Morgen.", "Das ist ein Test.", "")
 WARMUP_FILE = pathlib.PurePath("assets.extra", "tf_serving_warmup_requests")
+# The search the export's graph runs, and its length limits, for the programs that read it
+# (TensorFlow Serving ignores assets.extra but for its warm-up file).
+SETTINGS_FILE = pathlib.PurePath("assets.extra", "keras_transformer.json")
 
 
 def versions(base_dir):
@@ -46,23 +50,52 @@ def export_for_serving(translator, base_dir, version=None):
 
     `version` defaults to the next integer after the existing ones. Everything is written to a
     temporary directory that is renamed into place, so the server never sees a half-written
-    version; an existing version is never overwritten. Returns the version directory.
+    version; an existing version is never overwritten, and a failed export leaves nothing it
+    made (the base directory included). Returns the version directory. `SETTINGS_FILE` records
+    the search the graph runs.
     """
     base_dir = pathlib.Path(base_dir)
-    base_dir.mkdir(parents=True, exist_ok=True)
     if version is not None and (base_dir / str(version)).exists():
         raise FileExistsError(
             f"{base_dir / str(version)} already exists; a served version is never overwritten"
         )
+    made = [p for p in (base_dir, *base_dir.parents) if not p.exists()]
+    base_dir.mkdir(parents=True, exist_ok=True)
     remove_stale(base_dir, "export")  # what a killed export left
     staging = pathlib.Path(tempfile.mkdtemp(prefix=temporary_prefix("export"), dir=base_dir))
+    published = None
     try:
         translator.save(staging)
         write_warmup_requests(staging / WARMUP_FILE, base_dir.name)
+        (staging / SETTINGS_FILE).write_text(json.dumps(search_settings(translator)))
         staging.chmod(0o755)  # mkdtemp's 0700 would hide the model from a server run as another
-        return _publish(staging, base_dir, version)
+        published = _publish(staging, base_dir, version)
+        return published
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        for directory in made if published is None else ():
+            if directory.is_dir() and not any(directory.iterdir()):
+                directory.rmdir()
+
+
+def search_settings(translator):
+    """What the export's graph decodes with: the search (§6.1), its n-best, whether it samples,
+    and the lengths it holds."""
+    return {
+        "beam_size": translator.beam_size,
+        "alpha": translator.alpha,
+        "extra_length": translator.extra_length,
+        "nbest": translator.nbest,
+        "sampling": translator.sampling is not None,
+        "max_source_length": translator.max_source_length,
+        "max_length": translator.model.config.max_length,
+    }
+
+
+def read_search_settings(version_dir):
+    """The export's SETTINGS_FILE, {} for an export written before it was recorded."""
+    path = pathlib.Path(version_dir) / SETTINGS_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _publish(staging, base_dir, version):

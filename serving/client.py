@@ -471,7 +471,10 @@ def build_parser():
     )
     parser.add_argument("--host", default="localhost", help="the model server's host")
     parser.add_argument(
-        "--port", type=int, default=None, help="its port (default: 8501 for REST, 8500 for gRPC)"
+        "--port",
+        type=flags.port,
+        default=None,
+        help="its port (default: 8501 for REST, 8500 for gRPC)",
     )
     parser.add_argument(
         "--model-name", default="transformer", help="the model's name in the server's models.config"
@@ -482,16 +485,19 @@ def build_parser():
     pinned.add_argument("--label", default=None, help="a version label, e.g. stable or canary")
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=flags.positive,
         default=30.0,
         help="seconds before a call gives up, retries included",
     )
     parser.add_argument(
-        "--retries", type=int, default=3, help="retries while the server answers UNAVAILABLE"
+        "--retries",
+        type=flags.AMOUNT,
+        default=3,
+        help="retries while the server answers UNAVAILABLE",
     )
     parser.add_argument(
         "--max-request-bytes",
-        type=int,
+        type=flags.COUNT,
         default=MAX_REQUEST_BYTES,
         help="larger requests are refused before they are sent",
     )

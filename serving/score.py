@@ -17,7 +17,7 @@ def build_parser():
     flags.add_source(parser, required=True)
     flags.add_targets(parser, required=True)
     flags.add_score_format(parser)
-    flags.add_alpha(parser)
+    flags.add_alpha(parser, default=None)
     flags.add_output(parser, "the scores (default: standard output)")
     return parser
 

@@ -15,7 +15,7 @@ from programs import console, flags
 def build_parser():
     parser = flags.parser(__doc__, "serving.translate")
     flags.add_model(parser, "saved_model", "ctranslate2", "keras", "checkpoint")
-    flags.add_search(parser)
+    flags.add_search(parser, exported_own=True)
     flags.add_scores(parser)
     flags.add_target_prefix(parser)
     flags.add_sentences(parser)

@@ -140,7 +140,6 @@ def test_binarize_counts_what_it_drops_and_keeps_the_texts(text_data, tmp_path):
         (["--tokenizer", "/no/such.model"], "--tokenizer /no/such.model: no such file"),
         (["--run-dir", "/no/such/run"], "--run-dir /no/such/run: no tokenizer.model in it"),
         (["--splits", "validation"], "--splits must include train"),
-        (["--max-length", "1"], "--max-length must be at least 2"),
         (["--max-length", "2"], "leaves no pair within --max-length 2"),
         (["--splits", "train", "dev"], "--splits dev: the split of tsv:"),
         (["--sentence-repeats", "3"], "--sentence-repeats up-samples the sentences"),

@@ -2,6 +2,7 @@
 
 import json
 import textwrap
+from contextlib import chdir
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ import tensorflow as tf
 from conftest import run_python as conftest_run_python
 
 import keras_transformer as kt
-from programs.versions import export_for_serving
+from programs.versions import export_for_serving, read_search_settings
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -285,6 +286,9 @@ def test_export_is_atomic_and_never_overwrites(number_translator, tmp_path, monk
         "7",
     ]  # nothing half-written
     assert oct((tmp_path / "m" / "1").stat().st_mode & 0o777) == "0o755"
+    with pytest.raises(RuntimeError, match="disk full"):  # into folders it had to make
+        export_for_serving(translator, tmp_path / "new" / "m")
+    assert not (tmp_path / "new").exists()  # a failed export leaves nothing it made
 
 
 def test_export_program(number_translator, tmp_path):
@@ -459,3 +463,34 @@ def test_an_export_without_the_new_signatures_says_to_export_again(exported):
         engine([pairs[0][0]], ["one"])
     with pytest.raises(ValueError, match="no 'score' signature .* export the model again"):
         engine.score([pairs[0][0]], [pairs[0][1]])
+
+
+def test_a_saved_model_refuses_a_search_it_was_not_exported_with(exported, tmp_path, capsys):
+    """The search is part of the exported graph (beam 4, alpha 0.6 here): a program asked for
+    another refuses, naming the flag and how to export one; the export's own settings, or none
+    given, translate."""
+    from serving import score, translate
+
+    version_dir, pairs = exported
+    settings = read_search_settings(version_dir)
+    assert settings["beam_size"] == 4 and settings["alpha"] == 0.6 and not settings["sampling"]
+    assert settings["max_length"] == 32 == settings["max_source_length"]
+    sentence = pairs[0][0]
+    for program, argv, flag in (
+        (translate, ["--beam-size", "1", sentence], "--beam-size 1"),
+        (translate, ["--extra-length", "5", sentence], "--extra-length 5"),
+        (score, ["--alpha", "1.0", "--source", "S", "--target", "T"], "--alpha 1.0"),
+    ):
+        (tmp_path / "S").write_text(sentence + "\n")
+        (tmp_path / "T").write_text(pairs[0][1] + "\n")
+        with pytest.raises(SystemExit) as exit_info:
+            with chdir(tmp_path):
+                program.main(["--model", str(version_dir), *argv])
+        assert exit_info.value.code == 1
+        own = {"--beam-size": 4, "--extra-length": 50, "--alpha": 0.6}[flag.split()[0]]
+        assert (
+            f"{flag}: the SavedModel {version_dir} searches with {flag.split()[0]} {own}, as it "
+            "was exported; leave" in capsys.readouterr().err
+        )
+    translate.main(["--model", str(version_dir), "--beam-size", "4", sentence])
+    assert capsys.readouterr().out.strip() == pairs[0][1]

@@ -214,7 +214,6 @@ def test_a_best_checkpoint_written_after_the_backup_is_dropped_on_resume(tmp_pat
             "would change the model's architecture: d_model: 64 in the model, 32 now; num_heads",
         ),
         (["--init-from", "A", "--preset", "tiny"], "max_length: 32 in the model, 512 now"),
-        (["--early-stopping", "0"], "--early-stopping must be at least 1"),
         (["--early-stopping", "2"], "--early-stopping needs a validation figure to watch: give"),
         (["--final-model", "best"], "--final-model best needs a validation figure to watch"),
         (["--keep-best", "loss", "--bleu-sentences", "0"], "--bleu-sentences 0 leaves none"),

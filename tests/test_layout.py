@@ -83,7 +83,9 @@ def is_flag_row(node):
     return (
         isinstance(node, ast.Tuple)
         and len(node.elts) == 4
-        and ast.unparse(node.elts[1]) in ("int", "float", "str", "pathlib.Path")
+        and isinstance(node.elts[0], ast.Constant)
+        and str(node.elts[0].value).startswith("--")
+        and isinstance(node.elts[1], (ast.Name, ast.Attribute))  # the type
     )
 
 
@@ -114,6 +116,65 @@ def test_each_flag_has_one_definition():
     expected = {"--run-dir", "--export-dir", "--model", "--output", "--beam-size", "--max-length"}
     assert expected <= set(definitions)
     assert {flag: places for flag, places in definitions.items() if len(places) > 1} == {}
+
+
+def numeric_options():
+    """(program, option, its argparse type) of every option of every program whose type makes
+    a number (its default is one, or it parses a digit)."""
+    import importlib
+
+    for program in PROGRAMS:
+        parser = importlib.import_module(program).build_parser()
+        for action in parser._actions:  # argparse's own list: no public one
+            kind = action.type
+            if kind is None or not action.option_strings or kind is pathlib.Path:
+                continue
+            try:
+                number = isinstance(kind("1"), (int, float))
+            except Exception:
+                number = True  # refused "1": a number with a range above it, or a non-number
+            if number and isinstance(action.default, (int, float, type(None))):
+                yield program, action.option_strings[0], kind
+
+
+def test_every_numeric_flag_is_checked_where_it_is_parsed():
+    """No program parses a number with a bare int or float, which takes 0, negatives, nan and
+    inf alike: every numeric flag has a type of programs/flags.py that names its range."""
+    found = list(numeric_options())
+    assert len(found) > 30  # the scan found them
+    bare = [f"{program} {option}" for program, option, kind in found if kind in (int, float)]
+    assert bare == []
+
+
+@pytest.mark.parametrize(
+    "program, argv, message",
+    [
+        ("training.train", ["--tokens-per-batch", "0"], "--tokens-per-batch: expected an integer "
+         "of at least 1, got 0"),
+        ("training.train", ["--vocab-size", "0"], "--vocab-size: expected an integer of at least "
+         "261, got 0"),
+        ("training.train", ["--max-length", "0"], "--max-length: expected an integer of at least "
+         "2, got 0"),
+        ("training.train", ["--steps", "-3"], "--steps: expected an integer of at least 1"),
+        ("training.train", ["--max-minutes", "nan"], "--max-minutes: expected a number above 0"),
+        ("training.train", ["--keep-checkpoints", "0"], "--keep-checkpoints: expected an integer"),
+        ("training.train", ["--early-stopping", "0"], "--early-stopping: expected an integer"),
+        ("training.binarize", ["--output", "x", "--max-length", "1"], "--max-length: expected"),
+        ("training.evaluate", ["--model", "m", "--top-p", "1.5"], "--top-p: expected a number in "
+         "(0, 1], got 1.5"),
+        ("training.average_checkpoints", ["--run-dir", "r", "--last", "0"], "--last: expected"),
+        ("serving.client", ["--port", "0"], "--port: expected an integer of at least 1, got 0"),
+        ("serving.client", ["--timeout", "-1"], "--timeout: expected a number above 0, got -1"),
+        ("serving.translate", ["--model", "m", "--beam-size", "0"], "--beam-size: expected"),
+        ("benchmarks.gpu", ["--data", "d", "--demo-minutes", "inf"], "--demo-minutes: expected"),
+    ],
+)  # fmt: skip
+def test_a_number_out_of_its_range_is_a_usage_error_naming_the_flag(program, argv, message, capsys):
+    import importlib
+
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(program).build_parser().parse_args(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("program", PROGRAMS)

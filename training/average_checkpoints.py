@@ -15,7 +15,7 @@ def build_parser():
     flags.add_run_dir(parser)
     parser.add_argument(
         "--last",
-        type=int,
+        type=flags.COUNT,
         default=5,
         help="how many of the latest checkpoints (the paper: 5 for base, 20 for big models)",
     )
@@ -32,11 +32,7 @@ def build_parser():
 
 @console.program
 def main(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.last < 1:
-        parser.error("--last must be at least 1")
-    console.start(args.verbose)
+    args = flags.parse(build_parser(), argv)
 
     from programs import checkpoints, run_dir
     from programs.files import write_atomically

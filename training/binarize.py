@@ -59,10 +59,6 @@ def check(args):
     ]
     if len(given) > 1:
         raise ValueError(f"give one of --tokenizer, --run-dir and --vocab-size, not {given}")
-    if args.max_length < 2:
-        raise ValueError("--max-length must be at least 2 (a token and its eos)")
-    if args.sentence_repeats < 1:
-        raise ValueError("--sentence-repeats must be at least 1")
     if args.sentence_repeats != 1 and not args.phrases:
         raise ValueError(
             "--sentence-repeats up-samples the sentences among the phrases: it needs --phrases"

@@ -30,18 +30,23 @@ def build_parser():
         help="the --source file's reference translations, line by line (none: translate "
         "only, no scores)",
     )
-    flags.add_search(parser)
+    flags.add_search(parser, exported_own=True)
     flags.add_jit_compile(parser)
     sampling = parser.add_argument_group(
         "sampling", "draw each translation from the model's distribution (back-translation)"
     )
     sampling.add_argument("--sample", action="store_true", help="sample instead of beam search")
     sampling.add_argument(
-        "--temperature", type=float, default=1.0, help="divides the log-probabilities"
+        "--temperature",
+        type=flags.at_least(0.0, float),
+        default=1.0,
+        help="divides the log-probabilities (0: the most likely token)",
     )
-    sampling.add_argument("--top-k", type=int, default=None, help="keep the k most likely tokens")
     sampling.add_argument(
-        "--top-p", type=float, default=None, help="keep the nucleus of probability p"
+        "--top-k", type=flags.COUNT, default=None, help="keep the k most likely tokens"
+    )
+    sampling.add_argument(
+        "--top-p", type=flags.probability, default=None, help="keep the nucleus of probability p"
     )
     flags.add_seed(sampling)
     flags.add_batch_size(parser, 64)

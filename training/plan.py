@@ -88,31 +88,8 @@ class TrainingPlan:
         return dataclasses.replace(self, **filled)
 
     def checked(self):
-        """Refuses values that cannot work, naming the flag; returns the plan."""
-        for flag in (
-            "steps",
-            "epochs",
-            "checkpoint_every",
-            "steps_per_epoch",
-            "accumulate_steps",
-            "steps_per_execution",
-        ):
-            value = getattr(self, flag)
-            if value is not None and value < 1:
-                raise ValueError(
-                    f"--{flag.replace('_', '-')} must be at least 1"
-                    + (" (1: no accumulation)" if flag == "accumulate_steps" else "")
-                )
-        if self.keep_checkpoints < 1:
-            raise ValueError(
-                "--keep-checkpoints must be at least 1 (the last checkpoints are averaged)"
-            )
-        for flag in ("checkpoint_minutes", "max_minutes"):
-            value = getattr(self, flag)
-            if value is not None and not value > 0:
-                raise ValueError(f"--{flag.replace('_', '-')} must be positive")
-        if self.sentence_repeats < 1:
-            raise ValueError("--sentence-repeats must be at least 1")
+        """Refuses values that cannot work together, naming the flags (each number alone is
+        checked where it is parsed: `programs.flags`); returns the plan."""
         if self.sentence_repeats != 1 and not self.phrases:
             raise ValueError(
                 "--sentence-repeats up-samples the sentences among the phrases: it needs --phrases"
@@ -143,10 +120,6 @@ class TrainingPlan:
 
     def checked_selection(self):
         """Refuses --keep-best, --early-stopping and --final-model values that cannot work."""
-        if self.early_stopping is not None and self.early_stopping < 1:
-            raise ValueError(
-                "--early-stopping must be at least 1 (validations without improvement)"
-            )
         for flag, needs in (
             ("--early-stopping", self.early_stopping),
             ("--final-model best", self.final_model == "best"),

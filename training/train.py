@@ -23,7 +23,7 @@ from training.plan import DEFAULT_VOCAB_SIZE
 DATA_NUMBERS = (
     (
         "--tokens-per-batch",
-        int,
+        flags.COUNT,
         None,
         "global budget of source tokens and of target tokens per "
         "batch, i.e. per update, split across replicas and --accumulate-steps micro-batches (§5.1; "
@@ -33,13 +33,13 @@ DATA_NUMBERS = (
 SCHEDULE_NUMBERS = (
     (
         "--steps-per-epoch",
-        int,
+        flags.COUNT,
         1000,
         "steps per Keras epoch: the interval of the backup, BLEU and epoch summaries",
     ),
     (
         "--accumulate-steps",
-        int,
+        flags.COUNT,
         1,
         "run each batch as this many micro-batches whose summed "
         "gradients make one update (gradient accumulation): the paper's batch in a fraction of the "
@@ -47,7 +47,7 @@ SCHEDULE_NUMBERS = (
     ),
     (
         "--steps-per-execution",
-        int,
+        flags.COUNT,
         None,
         "training steps run per call into the compiled step (Keras compile(steps_per_execution)):"
         " the host syncs with the device and runs the callbacks only every N steps, so backups, "
@@ -57,7 +57,7 @@ SCHEDULE_NUMBERS = (
     ),
     (
         "--checkpoint-every",
-        int,
+        flags.COUNT,
         None,
         "steps between checkpoints (default: the paper's 10 "
         "minutes at its speed, §6.1: 1500 for base, 600 for big; --steps-per-epoch for other "
@@ -65,21 +65,21 @@ SCHEDULE_NUMBERS = (
     ),
     (
         "--checkpoint-minutes",
-        float,
+        flags.positive,
         None,
         "also write a checkpoint whenever this many minutes of "
         "training passed since the last one (the paper: 10, §6.1)",
     ),
     (
         "--keep-checkpoints",
-        int,
+        flags.COUNT,
         None,
         "checkpoints kept and averaged at the end (default: the "
         "paper's, 5 for base, 20 for big, §6.1; 5 for other presets)",
     ),
     (
         "--max-minutes",
-        float,
+        flags.positive,
         None,
         "stop training after this long; the same command continues the run",
     ),
@@ -87,15 +87,15 @@ SCHEDULE_NUMBERS = (
 EVALUATION_NUMBERS = (
     (
         "--bleu-sentences",
-        int,
+        flags.AMOUNT,
         500,
         "validation sentences translated (greedy) for BLEU after each epoch; 0: none",
     ),
-    ("--samples", int, 3, "sample translations and attention maps shown"),
+    ("--samples", flags.AMOUNT, 3, "sample translations and attention maps shown"),
 )
 CPU_DEVICES = (
     "--cpu-devices",
-    int,
+    flags.COUNT,
     1,
     "split the CPU into this many devices to mirror across (tries tf.distribute on one machine)",
 )
@@ -130,13 +130,16 @@ def build_parser():
     length = schedule.add_mutually_exclusive_group()
     length.add_argument(
         "--steps",
-        type=int,
+        type=flags.COUNT,
         default=None,
         help="training steps, i.e. updates (default: the paper's, 100000 for base, 300000 for "
         "big, §5.2; 100000 for other presets)",
     )
     length.add_argument(
-        "--epochs", type=int, default=None, help="passes over the training data, instead of --steps"
+        "--epochs",
+        type=flags.COUNT,
+        default=None,
+        help="passes over the training data, instead of --steps",
     )
     flags.add_table(schedule, *SCHEDULE_NUMBERS)
     flags.add_seed(schedule)
@@ -191,7 +194,7 @@ def add_selection(group):
     )
     group.add_argument(
         "--early-stopping",
-        type=int,
+        type=flags.COUNT,
         default=None,
         metavar="N",
         help="end the run after N validations without a better --keep-best figure; it then "
