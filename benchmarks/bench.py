@@ -271,7 +271,7 @@ def saved_model_latency(config, repeats, directory, thread_settings=(0, 1)):
     model = kt.build_transformer(
         config.__class__.from_dict({**config.to_dict(), "vocab_size": tokenizer.vocab_size})
     )
-    source = kt.Translator(model, tokenizer).source_ids(tf.constant([PROBE_SENTENCE]))
+    source, _ = kt.Translator(model, tokenizer).source_ids(tf.constant([PROBE_SENTENCE]))
     searches = {
         "greedy": lambda: kt.greedy_search(model, source, jit_compile=True),
         "beam 4": lambda: kt.beam_search(model, source, beam_size=4, jit_compile=True)[0],

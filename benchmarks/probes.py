@@ -292,7 +292,7 @@ def served_engines(directory):
 
     def ctranslate2(kind, beam_size):
         engine = CTranslate2Translator(f"{directory}/ct2-{kind}", beam_size=beam_size)
-        return lambda batch: [translation for translation, _ in engine.translate(batch)]
+        return lambda batch: [translation.text for translation in engine.translate(batch)]
 
     engines = {"SavedModel": {search: saved(search) for search in SEARCHES}}
     for kind in ("float32", "int8"):
@@ -309,7 +309,7 @@ def engine_overhead(directory, sentences, rounds):
     from programs.engines import CTranslate2Translator
 
     engine = CTranslate2Translator(f"{directory}/ct2-float32", beam_size=4)
-    pieces = engine.tokenize(sentences)
+    pieces, _ = engine.tokenize(sentences)
     calls = {
         "engine": lambda i: engine.translate(sentences[i : i + 1]),
         "translate_batch": lambda i: engine.translator.translate_batch(

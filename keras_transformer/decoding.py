@@ -104,19 +104,32 @@ def model_step_function(model, memory, source_mask, max_length=None, beam_size=1
     return step, StepState(history, context)
 
 
-def _prepare(model, source_ids, max_length, extra_length, min_length=0):
+def _prepare(model, source_ids, max_length, extra_length, min_length=0, target_prefix=None):
     """int32 source ids, the batch size, the loop length L, each sentence's own bound
     min(source length + extra_length, L), and each sentence's least length before eos:
-    `min_length`, or 0 for an empty source (eos alone)."""
+    `min_length`, or 0 for an empty source (eos alone). A sentence's target prefix, when
+    longer than its source, sets its bound instead (prefix length + extra_length): the prefix
+    is the user's, and the output holds it whole up to the model's max_length."""
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-    source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)
+    source_lengths = lengths = _lengths(source_ids)
+    width = tf.shape(source_ids)[1]
+    if target_prefix is not None:
+        prefix = tf.convert_to_tensor(target_prefix, tf.int32)
+        prefix = tf.reshape(prefix, [tf.shape(source_ids)[0], -1])
+        lengths = tf.maximum(lengths, _lengths(prefix))
+        width = tf.maximum(width, tf.shape(prefix)[1])
     if max_length is None:
-        max_length = tf.minimum(tf.shape(source_ids)[1] + extra_length, model.config.max_length)
+        max_length = tf.minimum(width + extra_length, model.config.max_length)
     else:  # a Python int keeps the buffers' shapes static
         max_length = min(max_length, model.config.max_length)
-    limits = tf.minimum(source_lengths + extra_length, max_length)
+    limits = tf.minimum(lengths + extra_length, max_length)
     min_lengths = tf.where(source_lengths > 1, min_length, 0)
     return source_ids, _batch_size(source_ids), max_length, limits, min_lengths
+
+
+def _lengths(ids):
+    """The non-padding ids of each row of ids [B, T], int32 [B]."""
+    return tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), axis=1)
 
 
 def _allowed(log_probs, t, min_lengths=None):
@@ -600,7 +613,7 @@ def _greedy(
     static_shapes=False,
 ):
     source_ids, batch_size, max_length, limits, min_lengths = _prepare(
-        model, source_ids, max_length, extra_length, min_length
+        model, source_ids, max_length, extra_length, min_length, target_prefix
     )
     if use_cache:
         memory, source_mask = encode(model, source_ids)
@@ -671,7 +684,7 @@ def beam_ids(
     """beam_search without its own tf.function, for use inside another (the Translator); with
     `static_shapes` for XLA."""
     source_ids, batch_size, max_length, limits, min_lengths = _prepare(
-        model, source_ids, max_length, extra_length, min_length
+        model, source_ids, max_length, extra_length, min_length, target_prefix
     )
     memory, source_mask = encode(model, source_ids)
     step, state = model_step_function(

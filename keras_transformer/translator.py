@@ -7,7 +7,9 @@ string: none; TensorFlow Serving needs every input of a signature, so `serving_d
 one without). Both return dense tensors with a batch dimension: `translation` [B] string,
 `score` [B] float32 (log-probability over the length penalty), `tokens` [B, L] int32 (0 after
 eos); the n-best list `nbest_translations` [B, K] string and `nbest_scores` [B, K] float32,
-best first (column 0 is `translation` and `score`); `alignment` [B, T, S] float32 (T: the
+best first (column 0 is `translation` and `score`); `source_cut` [B] bool, whether the
+source was longer than the model holds and was cut (and, from `translate`, `prefix_cut`, the
+same for the prefix); `alignment` [B, T, S] float32 (T: the
 batch's longest translation, eos included), the encoder-decoder attention of the last decoder
 layer averaged over its heads while the decoder reads the best translation (row t: the source
 positions attended when producing token t; rows of real tokens sum to 1, padding rows and
@@ -16,7 +18,8 @@ columns are 0), and `source_tokens` [B, S] int32, the source ids its columns ref
 `score` takes `sources` [B] and their translations `targets` [B] and returns forced decoding's
 `score` [B] (log P(Y | X) over the length penalty, as beam search ranks), `log_prob` [B] (the
 sum), `token_scores` [B, T] float32, each target token's log-probability (eos included, 0 after
-it), and `tokens` [B, T] int32, the target ids they refer to. The graph uses only core
+it), `tokens` [B, T] int32, the target ids they refer to, and `source_cut` and `target_cut`
+[B] bool. The graph uses only core
 TensorFlow and tensorflow-text ops, which the model server links.
 """
 
@@ -40,12 +43,16 @@ class Translator(tf.Module):
     `score(sources, targets)` for a trained model and its SubwordTokenizer.
 
     Source sentences longer than `max_source_length` subword tokens (default: the model's
-    `config.max_length`, eos included) are truncated to it; each translation is at most
-    source length + `extra_length` tokens (§6.1), and, for a non-empty source, at least
-    `min_length` (default 1: never empty). `beam_size=1` is greedy search. `nbest` (default:
-    the beam size) is how many hypotheses the n-best outputs list. With `sampling` (a
-    `kt.Sampling`) each translation is drawn from the model's distribution instead,
-    reproducibly for its seed (back-translation); its n-best list is that one translation.
+    `config.max_length`, eos included) are truncated to it, and so are target prefixes and
+    scored targets longer than the model holds (config.max_length - 1 pieces and eos); the
+    outputs `source_cut`, `prefix_cut` and `target_cut` say which sentences, for a program to
+    refuse or report them (a server cannot refuse one sentence of a batch). Each translation is
+    at most source length + `extra_length` tokens (§6.1; a longer prefix's length instead), and,
+    for a non-empty source, at least `min_length` (default 1: never empty). `beam_size=1` is
+    greedy search. `nbest` (default: the beam size) is how many hypotheses the n-best outputs
+    list. With `sampling` (a `kt.Sampling`) each translation is drawn from the model's
+    distribution instead, reproducibly for its seed (back-translation); its n-best list is that
+    one translation.
     `jit_compile=True` compiles the search with XLA, for translating in Python (as
     `training.evaluate --jit-compile` does): XLA compiles once per batch size and source
     length rounded up to a multiple of 16, and the translator cannot be saved, since TensorFlow
@@ -136,18 +143,24 @@ class Translator(tf.Module):
         }
 
     def source_ids(self, sentences):
-        """Subword ids of `sentences` with eos, truncated to max_source_length, padded [B, S]."""
-        pieces = self.tokenizer.tokenize(sentences)[:, : self.max_source_length - 1]
-        eos = tf.fill([pieces.nrows(), 1], EOS_ID)
-        return tf.concat([pieces, eos], axis=1).to_tensor()
+        """Subword ids of `sentences` with eos, truncated to max_source_length, padded [B, S],
+        and which sentences were truncated, bool [B]."""
+        return self.ids_within(sentences, self.max_source_length - 1, eos=True)
 
     def target_ids(self, sentences, eos=True):
         """Subword ids of target `sentences` [B], with eos unless `eos` is False, at most
-        config.max_length of them, padded [B, T]."""
-        pieces = self.tokenizer.tokenize(sentences)[:, : self.model.config.max_length - int(eos)]
+        config.max_length - 1 pieces (a prefix leaves room for eos) padded [B, T], and which
+        were longer, bool [B]."""
+        return self.ids_within(sentences, self.model.config.max_length - 1, eos)
+
+    def ids_within(self, sentences, limit, eos):
+        """(ids [B, <= limit (+ eos)] padded, bool [B]: more than `limit` pieces were cut)."""
+        pieces = self.tokenizer.tokenize(sentences)
+        cut = pieces.row_lengths() > limit
+        pieces = pieces[:, :limit]
         if eos:
             pieces = tf.concat([pieces, tf.fill([pieces.nrows(), 1], EOS_ID)], axis=1)
-        return pieces.to_tensor()
+        return pieces.to_tensor(), cut
 
     def search_ids(self, source, prefix=None):
         """The n-best ids [B, K, L] and scores [B, K] of source ids [B, S] (K = 1 when
@@ -184,12 +197,16 @@ class Translator(tf.Module):
         length = tf.shape(source)[1]
         padding = -length % 16
         ids, scores = self.compiled_search(tf.pad(source, [[0, 0], [0, padding]]), prefix)
+        if prefix is not None:  # a longer prefix sets the bound (decoding._prepare)
+            length = tf.maximum(length, tf.shape(prefix)[1])
         bound = tf.minimum(length + self.extra_length, self.model.config.max_length)
         return ids[:, :, :bound], scores
 
     def _translate(self, sentences, target_prefix=None):
-        source = self.source_ids(sentences)
-        prefix = None if target_prefix is None else self.target_ids(target_prefix, eos=False)
+        source, source_cut = self.source_ids(sentences)
+        prefix = prefix_cut = None
+        if target_prefix is not None:
+            prefix, prefix_cut = self.target_ids(target_prefix, eos=False)
         if self.compiled_search is None:
             ids, scores = self.search_ids(source, prefix)
         else:
@@ -199,7 +216,7 @@ class Translator(tf.Module):
         nbest_shape = tf.shape(nbest_ids)
         nbest_texts = self.tokenizer.detokenize(tf.reshape(nbest_ids, [-1, nbest_shape[2]]))
         nbest_translations = tf.reshape(nbest_texts, nbest_shape[:2])
-        return {
+        outputs = {
             "translation": nbest_translations[:, 0],
             "score": scores[:, 0],
             "tokens": tokens,
@@ -207,25 +224,28 @@ class Translator(tf.Module):
             "nbest_scores": scores[:, : self.nbest],
             "alignment": alignment(self.model, source, tokens),
             "source_tokens": source,
+            "source_cut": source_cut,
         }
+        return outputs if prefix_cut is None else {**outputs, "prefix_cut": prefix_cut}
 
     def _score(self, sources, targets):
-        target = self.target_ids(targets)
-        token_scores, log_probs, scores = score(
-            self.model, self.source_ids(sources), target, self.alpha
-        )
+        target, target_cut = self.target_ids(targets)
+        source, source_cut = self.source_ids(sources)
+        token_scores, log_probs, scores = score(self.model, source, target, self.alpha)
         return {
             "score": scores,
             "log_prob": log_probs,
             "token_scores": token_scores,
             "tokens": target,
+            "source_cut": source_cut,
+            "target_cut": target_cut,
         }
 
     def attention(self, sentence):
         """The encoder-decoder attention (§3.2.3) behind the translation of one sentence:
         (source pieces [S], translation pieces [T] with eos, float32 weights
         [layers, heads, T, S])."""
-        source_ids = self.source_ids(tf.constant([sentence]))
+        source_ids, _ = self.source_ids(tf.constant([sentence]))
         tokens = self.translate(tf.constant([sentence]))["tokens"][0].numpy()
         tokens = tokens[tokens != PAD_ID]
         target_in = np.concatenate([[BOS_ID], tokens[:-1]])[None].astype("int32")

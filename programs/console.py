@@ -117,14 +117,23 @@ def describe(error):
     about a full disk; an unexpected kind of error says how to see its traceback."""
     if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
         where = f" for {error.filename}" if error.filename else ""
+        room = f" in {existing_parent(error.filename)}" if error.filename else ""
         reason = " ".join(str(error.strerror or error).split())[:200]
-        return f"no space left{where} ({reason}); free some space and run it again"
+        return f"no space left{where} ({reason}); free some space{room} and run it again"
     if isinstance(error, OSError) and error.filename:
         return f"{error.filename}: {error.strerror or error}"
     message = " ".join(str(error).split()) or type(error).__name__
     if isinstance(error, (ValueError, OSError, LookupError)):
         return message
     return f"{type(error).__name__}: {message} (--verbose shows the traceback)"
+
+
+def existing_parent(path):
+    """The nearest folder above `path` that exists (what a full disk asks to free space in)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.isdir(parent) and parent != os.path.dirname(parent):
+        parent = os.path.dirname(parent)
+    return parent
 
 
 def fail(message, status=1):

@@ -14,19 +14,30 @@ import pathlib
 import typing
 
 from programs import run_dir
-from programs.versions import latest_version, read_search_settings
+from programs.versions import latest_version, read_search_settings, search_settings
 
 CTRANSLATE2_LIMITS_FILE = "keras_transformer.json"  # {"max_length": the model's config.max_length}
 
 
+class Translation(typing.NamedTuple):
+    """One translation, its score, and the inputs of its sentence that were longer than the
+    model holds and were cut to it (`cut`: "source", "prefix"; empty when none was)."""
+
+    text: str
+    score: float
+    cut: tuple = ()
+
+
 class Scored(typing.NamedTuple):
     """Forced decoding of one translation: log P(Y | X) over GNMT's length penalty (`score`, as
-    beam search ranks), log P(Y | X) (`log_prob`), and each token's log-probability, eos last
-    (`token_scores`)."""
+    beam search ranks), log P(Y | X) (`log_prob`), each token's log-probability, eos last
+    (`token_scores`), and the inputs that were cut to what the model holds (`cut`: "source",
+    "target")."""
 
     score: float
     log_prob: float
     token_scores: tuple
+    cut: tuple = ()
 
     def line(self, normalized=False, tokens=False):
         """One line of text: log P (or the normalised score), then the token scores if asked,
@@ -38,11 +49,14 @@ class Scored(typing.NamedTuple):
 
 
 class Engine:
-    """`translate(sentences, target_prefix=None) -> [(translation, score)]` (a prefix per
-    sentence, "" for none), `score(sources, targets) -> [Scored]`, and what it runs."""
+    """`translate(sentences, target_prefix=None) -> [Translation]` (a prefix per sentence, ""
+    for none), `score(sources, targets) -> [Scored]`, what it runs, and the pieces it holds:
+    `limits` {"source": pieces before eos, "target": pieces before eos (a prefix's, a scored
+    target's)}, or None where the model does not say (an export of an earlier version)."""
 
-    def __init__(self, translate, description, score=None):
+    def __init__(self, translate, description, score=None, limits=None):
         self.translate, self.description, self.scorer = translate, description, score
+        self.limits = limits
 
     def __call__(self, sentences, target_prefix=None):
         return self.translate(sentences, target_prefix)
@@ -53,12 +67,12 @@ class Engine:
         return self.scorer(sources, targets) if sources else []
 
 
-def tensor_engine(signatures, description):
+def tensor_engine(signatures, description, limits=None):
     """An Engine around signatures {"serving_default": f(sentences), "translate":
     f(sentences, target_prefix), "score": f(sources, targets)}, each answering dense tensors:
-    a `kt.Translator`'s `signatures()` or a loaded SavedModel's. One exported before the
-    `translate` signature took a prefix cannot take one (ValueError), nor score without
-    `score`."""
+    a `kt.Translator`'s `signatures()` or a loaded SavedModel's (`limits`: see `Engine`). One
+    exported before the `translate` signature took a prefix cannot take one (ValueError), nor
+    score without `score`; one exported before the `*_cut` outputs reports no cut."""
     import tensorflow as tf
 
     def strings(texts):
@@ -72,8 +86,10 @@ def tensor_engine(signatures, description):
         else:
             call = _signature(signatures, "translate", "target_prefix", description)
             outputs = call(sentences=strings(sentences), target_prefix=strings(target_prefix))
-        texts = [t.decode("utf-8", "replace") for t in outputs["translation"].numpy()]
-        return list(zip(texts, (float(s) for s in outputs["score"].numpy())))
+        outputs = {name: value.numpy() for name, value in outputs.items()}
+        texts = [t.decode("utf-8", "replace") for t in outputs["translation"]]
+        cuts = _cut_outputs(outputs, len(texts), ("source", "prefix"))
+        return [Translation(*row) for row in zip(texts, map(float, outputs["score"]), cuts)]
 
     def score(sources, targets):
         call = _signature(signatures, "score", "sources", description)
@@ -82,13 +98,33 @@ def tensor_engine(signatures, description):
             for k, v in call(sources=strings(sources), targets=strings(targets)).items()
         }
         return [
-            Scored(float(s), float(p), tuple(float(t) for t in row[ids != 0]))
-            for s, p, row, ids in zip(
-                outputs["score"], outputs["log_prob"], outputs["token_scores"], outputs["tokens"]
+            Scored(float(s), float(p), tuple(float(t) for t in row[ids != 0]), cut)
+            for s, p, row, ids, cut in zip(
+                outputs["score"],
+                outputs["log_prob"],
+                outputs["token_scores"],
+                outputs["tokens"],
+                _cut_outputs(outputs, len(sources), ("source", "target")),
             )
         ]
 
-    return Engine(translate, description, score)
+    return Engine(translate, description, score, limits)
+
+
+def _cuts(flags):
+    """Per sentence, the names of {name: [bool per sentence]} that are true there: what was
+    cut to the model's length."""
+    return [tuple(name for name, cut in zip(flags, row) if cut) for row in zip(*flags.values())]
+
+
+def _cut_outputs(outputs, count, names):
+    """`_cuts` of the outputs NAME_cut (none where an older export has no such output)."""
+    return _cuts({name: outputs.get(f"{name}_cut", [False] * count) for name in names})
+
+
+def limits_of(settings):
+    """An Engine's `limits` from a translator's `search_settings` (or an export's)."""
+    return {"source": settings["max_source_length"] - 1, "target": settings["max_length"] - 1}
 
 
 def _signature(signatures, name, argument, description):
@@ -127,8 +163,6 @@ def load_engine(
 
     model_path = pathlib.Path(model_path)
     asked = {"beam_size": beam_size, "alpha": alpha, "extra_length": extra_length}
-    if model_path.is_dir() and not (model_path / "model.bin").is_file():
-        return saved_model_engine(model_path, asked)
     beam_size, alpha, extra_length = (
         SEARCH_DEFAULTS[name] if value is None else value for name, value in asked.items()
     )
@@ -140,10 +174,11 @@ def load_engine(
                     f"decodes with its own search; {flag} needs a .keras model or a step "
                     "checkpoint"
                 )
-        if (model_path / "model.bin").is_file():
-            engine = CTranslate2Translator(model_path, beam_size, alpha, extra_length)
-            description = f"CTranslate2 {model_path} with {search_name(beam_size, alpha)}"
-            return Engine(engine.translate, description, engine.score)
+        if not (model_path / "model.bin").is_file():
+            return saved_model_engine(model_path, asked)
+        engine = CTranslate2Translator(model_path, beam_size, alpha, extra_length)
+        description = f"CTranslate2 {model_path} with {search_name(beam_size, alpha)}"
+        return Engine(engine.translate, description, engine.score, engine.limits)
     if not model_path.is_file():
         raise ValueError(f"--model {model_path}: no such file or directory")
     return keras_engine(
@@ -175,7 +210,7 @@ def saved_model_engine(model_dir, asked=None):
                 f"{flag} {value} (python -m serving.export --model MODEL.keras {flag} {value})"
             )
     signatures = tf.saved_model.load(str(version_dir)).signatures
-    return tensor_engine(signatures, f"SavedModel {version_dir}")
+    return tensor_engine(signatures, f"SavedModel {version_dir}", limits_of(own) if own else None)
 
 
 def keras_engine(model_path, tokenizer_path, beam_size, alpha, extra_length, sampling, jit_compile):
@@ -204,7 +239,9 @@ def keras_engine(model_path, tokenizer_path, beam_size, alpha, extra_length, sam
     else:
         search = search_name(beam_size, alpha)
     return tensor_engine(
-        translator.signatures(), f"{model_path} with {search}{', XLA' if jit_compile else ''}"
+        translator.signatures(),
+        f"{model_path} with {search}{', XLA' if jit_compile else ''}",
+        limits_of(search_settings(translator)),
     )
 
 
@@ -250,13 +287,14 @@ class CTranslate2Translator:
         self.max_length = limits["max_length"]
         self.beam_size, self.alpha, self.extra_length = beam_size, alpha, extra_length
 
-    def tokenize(self, sentences, limit=None):
-        """Pieces of each sentence, at most `limit` of them (default max_length - 1: source
-        pieces, eos comes after)."""
+    def tokenize(self, sentences):
+        """(pieces of each sentence, at most max_length - 1 of them: eos comes after, whether
+        each was longer and was cut), as `kt.Translator` cuts sources, prefixes and targets."""
         from keras_transformer.tokenizer import normalize_text
 
-        limit = self.max_length - 1 if limit is None else limit
-        return [self.processor.encode(normalize_text(s), out_type=str)[:limit] for s in sentences]
+        limit = self.max_length - 1
+        pieces = [self.processor.encode(normalize_text(s), out_type=str) for s in sentences]
+        return [p[:limit] for p in pieces], [len(p) > limit for p in pieces]
 
     def part_size(self, batch):
         """The size of the parts a batch is split into, one for each worker."""
@@ -267,7 +305,8 @@ class CTranslate2Translator:
         list of `prefixes` pieces (if given): the best hypothesis and its log P(Y) / lp(Y).
         CTranslate2 leaves the prefix's log-probability out of a hypothesis's score; it is
         added back (`score_batch`), since our searches count it."""
-        bound = min(max(len(p) for p in pieces) + 1 + self.extra_length, self.max_length)
+        longest = max(len(p) for p in [*pieces, *(prefixes or [])] if p is not None)
+        bound = min(longest + 1 + self.extra_length, self.max_length)  # the Translator's
         results = self.translator.translate_batch(
             pieces,
             target_prefix=prefixes,
@@ -302,31 +341,39 @@ class CTranslate2Translator:
         return [sum(r.log_probs[:-1]) if p else 0.0 for r, p in zip(results, prefixes)]
 
     def translate(self, sentences, target_prefix=None):
-        """[(translation, score)] for a list of strings, each starting with its string of
+        """[Translation] for a list of strings, each starting with its string of
         `target_prefix` (a list, "" for none) if given."""
         if not sentences:
             return []
-        prefixes = None
+        pieces, source_cut = self.tokenize(sentences)
+        prefixes, prefix_cut = None, [False] * len(sentences)
         if target_prefix is not None:
-            prefixes = [p or None for p in self.tokenize(target_prefix, self.max_length)]
+            prefixes, prefix_cut = self.tokenize(target_prefix)
+            prefixes = [p or None for p in prefixes]
         return [
-            (self.processor.decode_pieces(tokens), score)
-            for tokens, score in self.translate_pieces(self.tokenize(sentences), prefixes)
+            Translation(self.processor.decode_pieces(tokens), score, cut)
+            for (tokens, score), cut in zip(
+                self.translate_pieces(pieces, prefixes),
+                _cuts({"source": source_cut, "prefix": prefix_cut}),
+            )
         ]
 
+    @property
+    def limits(self):
+        return {"source": self.max_length - 1, "target": self.max_length - 1}
+
     def score(self, sources, targets):
-        """[Scored] for lists of source strings and their translations (eos added, targets cut
-        to max_length - 1 pieces), with CTranslate2's `score_batch`."""
-        sources = self.tokenize(sources)
+        """[Scored] for lists of source strings and their translations (eos added; sources and
+        targets cut to max_length - 1 pieces), with CTranslate2's `score_batch`."""
+        sources, source_cut = self.tokenize(sources)
+        targets, target_cut = self.tokenize(targets)
         results = self.translator.score_batch(
-            sources,
-            self.tokenize(targets),
-            max_input_length=0,
-            max_batch_size=self.part_size(sources),
+            sources, targets, max_input_length=0, max_batch_size=self.part_size(sources)
         )
         scored = []
-        for result in results:
+        cuts = _cuts({"source": source_cut, "target": target_cut})
+        for result, cut in zip(results, cuts):
             log_prob = float(sum(result.log_probs))
             length_penalty = ((5.0 + len(result.log_probs)) / 6.0) ** self.alpha
-            scored.append(Scored(log_prob / length_penalty, log_prob, tuple(result.log_probs)))
+            scored.append(Scored(log_prob / length_penalty, log_prob, tuple(result.log_probs), cut))
         return scored

@@ -38,6 +38,21 @@ def alive(pid):
     return True
 
 
+FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
+@contextlib.contextmanager
+def naming(path):
+    """Re-raises a full disk (or a file-size limit) met while writing `path` as an OSError
+    that names `path`: a writer often names no file, or a temporary one that is gone."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno not in FULL:
+            raise
+        raise OSError(error.errno, error.strerror or os.strerror(error.errno), str(path)) from None
+
+
 def write_atomically(path, write):
     """Calls write(a temporary path beside `path`, with the same suffixes) and renames the
     result to `path`; returns `path`. A killed writer leaves `path` as it was, and its
@@ -51,7 +66,8 @@ def write_atomically(path, write):
     )
     os.close(handle)
     try:
-        write(partial)
+        with naming(path):
+            write(partial)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(partial, 0o666 & ~umask)  # mkstemp's 0600 would hide the file from other users
@@ -77,8 +93,17 @@ def new_directory(path, flag="--output"):
     scratch = pathlib.Path(tempfile.mkdtemp(prefix=temporary_prefix(path.name), dir=path.parent))
     try:
         (scratch / "new").mkdir()
-        yield scratch / "new", scratch
-        os.rename(scratch / "new", path)
+        with naming(path):
+            yield scratch / "new", scratch
+        try:
+            os.rename(scratch / "new", path)
+        except OSError as error:  # another writer's `path` appeared meanwhile
+            if not path.exists():
+                raise
+            raise FileExistsError(
+                f"{flag} {path} was written by another process meanwhile; choose another "
+                f"{flag} or remove it"
+            ) from error
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         for parent in made if not path.exists() else ():

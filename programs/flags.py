@@ -328,6 +328,43 @@ def add_jit_compile(parser):
     )
 
 
+def too_long(args, engine, what, number, answered=False):
+    """The one line refusing input `what` ("source", "prefix" or "target") of sentence `number`
+    (from 1) that the model of `engine` cannot hold whole: where it came from and the limit
+    (`answered`: a server answered it cut, and its answers were shown)."""
+    limits = engine.limits or {}
+    limit = limits.get("source" if what == "source" else "target")
+    holds = f"{limit} subword pieces and eos" if limit else "its config.max_length"
+    if answered:
+        return (
+            f"{'--target-prefix' if what == 'prefix' else f'sentence {number}'}: the {what} is "
+            f"longer than the served model holds ({holds}), which answered it cut (above); "
+            "shorten it"
+        )
+    if what == "prefix":
+        return f"--target-prefix is longer than the model holds ({holds}); give a shorter one"
+    if what == "target":
+        where = f"--target {args.target}:{number}"
+    elif getattr(args, "source", None):
+        where = f"--source {args.source}:{number}"
+    elif getattr(args, "sentences", None):
+        where = f"sentence {number} of the arguments"
+    else:
+        where = f"line {number} of the standard input"
+    return (
+        f"{where} is longer than the model holds ({holds}); nothing was written: split it, "
+        "or leave it out"
+    )
+
+
+def refuse_cut(args, engine, results, answered=False):
+    """ValueError naming the first input of `results` (Translation or Scored, in the order of
+    the input) that the model could not hold whole (`too_long`)."""
+    for number, result in enumerate(results, start=1):
+        for what in result.cut:
+            raise ValueError(too_long(args, engine, what, number, answered))
+
+
 def read_sentences(args, stdin):
     """The sentences of `add_sentences`: the arguments, else --source, else `stdin`; one per
     line, lines ending at \\n (or \\r\\n) only, bytes that are not UTF-8 replaced by U+FFFD

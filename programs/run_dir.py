@@ -20,6 +20,7 @@ import fcntl
 import json
 import os
 import pathlib
+import zipfile
 
 from programs import checkpoints
 from programs.files import write_text_atomically
@@ -133,6 +134,9 @@ def load_with_tokenizer(model_path, tokenizer_path=None):
     `tokenizer_beside` finds; ValueError naming whichever file is missing."""
     tokenizer_path = pathlib.Path(tokenizer_path or tokenizer_beside(model_path))
     for path, flag in ((pathlib.Path(model_path), "--model"), (tokenizer_path, "--tokenizer")):
+        if path.is_dir():
+            what = "a .keras model or a step checkpoint" if flag == "--model" else "a file"
+            raise ValueError(f"{flag} {path} is a directory; give {what} (e.g. a file in it)")
         if not path.is_file():
             raise ValueError(f"{flag} {path}: no such file")
     return load_model(model_path), tokenizer_path
@@ -185,6 +189,11 @@ def load_model(path):
 
     if not path.is_file():
         raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+    if not zipfile.is_zipfile(path):  # Keras would call a cut archive "File not found"
+        raise ValueError(
+            f"{path}: not a readable .keras model (not a whole zip archive: cut, or another "
+            "kind of file)"
+        )
     try:
         model = keras.models.load_model(path)
     except Exception as error:  # a cut, corrupt or foreign file: Keras's errors vary

@@ -3,6 +3,8 @@ a SavedModel with warm-up requests, appearing whole or not at all. Training's fi
 `serving.export` both write it; `serving.translate`, `training.evaluate` and the summary read
 it."""
 
+import contextlib
+import errno
 import json
 import os
 import pathlib
@@ -65,8 +67,9 @@ def export_for_serving(translator, base_dir, version=None):
     staging = pathlib.Path(tempfile.mkdtemp(prefix=temporary_prefix("export"), dir=base_dir))
     published = None
     try:
-        translator.save(staging)
-        write_warmup_requests(staging / WARMUP_FILE, base_dir.name)
+        with disk_full_named(base_dir):
+            translator.save(staging)
+            write_warmup_requests(staging / WARMUP_FILE, base_dir.name)
         (staging / SETTINGS_FILE).write_text(json.dumps(search_settings(translator)))
         staging.chmod(0o755)  # mkdtemp's 0700 would hide the model from a server run as another
         published = _publish(staging, base_dir, version)
@@ -76,6 +79,23 @@ def export_for_serving(translator, base_dir, version=None):
         for directory in made if published is None else ():
             if directory.is_dir() and not any(directory.iterdir()):
                 directory.rmdir()
+
+
+# How TensorFlow's C++ writers word a full disk and a file-size limit, in the op errors they
+# raise (their text names a temporary file inside a function node: never shown).
+DISK_FULL = {"No space left on device": errno.ENOSPC, "File too large": errno.EFBIG}
+
+
+@contextlib.contextmanager
+def disk_full_named(path):
+    """Re-raises a full disk met by TensorFlow's writers as an OSError naming `path`."""
+    try:
+        yield
+    except Exception as error:
+        found = next((code for text, code in DISK_FULL.items() if text in str(error)), None)
+        if found is None:
+            raise
+        raise OSError(found, os.strerror(found), str(path)) from None
 
 
 def search_settings(translator):

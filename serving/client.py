@@ -22,14 +22,16 @@ after `timeout` seconds, retries a server that answers UNAVAILABLE (or cannot be
 most `retries` times within that time, and raises `ServingError` with the server's message.
 """
 
+import contextlib
 import dataclasses
 import http.client
 import json
+import socket
 import sys
+import threading
 import time
-import urllib.error
+import types
 import urllib.parse
-import urllib.request
 
 from programs import console, flags
 from programs.engines import Scored
@@ -38,6 +40,7 @@ SIGNATURE = "serving_default"
 PREFIX_SIGNATURE = "translate"  # serving_default's outputs, with a target_prefix input too
 SCORE_SIGNATURE = "score"
 TRANSLATION_OUTPUTS = ("translation", "score")
+SERVED = types.SimpleNamespace(limits=None)  # a served model's limits are not known here
 SCORE_OUTPUTS = ("score", "log_prob", "token_scores", "tokens")
 MAX_REQUEST_BYTES = 4 << 20
 BATCH_SIZE = 32  # serving/batching.config's max_batch_size: the server refuses larger requests
@@ -65,6 +68,7 @@ class Translation:
     tokens: tuple = ()
     source_tokens: tuple = ()
     alignment: tuple | None = None
+    cut: tuple = ()
 
     @classmethod
     def from_outputs(cls, outputs):
@@ -72,7 +76,7 @@ class Translation:
         gRPC output tensor)."""
         text = outputs["translation"]
         text = text.decode("utf-8") if isinstance(text, bytes) else text
-        answer = cls(text, float(outputs["score"]))
+        answer = cls(text, float(outputs["score"]), cut=cut_inputs(outputs, ("source", "prefix")))
         if "alignment" not in outputs:
             return answer
         texts = [
@@ -91,6 +95,12 @@ class Translation:
             source_tokens=tuple(source_tokens),
             alignment=alignment,
         )
+
+
+def cut_inputs(outputs, names):
+    """The names whose NAME_cut output is true in one sentence's outputs: what the model could
+    not hold whole and cut (an export without these outputs says nothing)."""
+    return tuple(name for name in names if bool(outputs.get(f"{name}_cut", False)))
 
 
 class _Unavailable(Exception):
@@ -167,6 +177,7 @@ class TranslationClient:
                 float(row["score"]),
                 float(row["log_prob"]),
                 tuple(float(v) for v, t in zip(row["token_scores"], row["tokens"]) if int(t)),
+                cut_inputs(row, ("source", "target")),
             )
             for row in self._answers(SCORE_SIGNATURE, inputs, SCORE_OUTPUTS)
         ]
@@ -245,8 +256,8 @@ class TranslationClient:
 
 
 class RestClient(TranslationClient):
-    """TensorFlow Serving's REST API (port 8501). A socket timeout bounds every connect and
-    read, so a call ends within about `timeout` unless the server trickles its answer."""
+    """TensorFlow Serving's REST API (port 8501); a call ends within `timeout`, however the
+    server answers."""
 
     protocol, default_port = "REST", 8501
 
@@ -292,44 +303,64 @@ class RestClient(TranslationClient):
         return self._http(self._url("/metadata"), None, timeout)
 
     def _http(self, url, body, timeout):
-        request = urllib.request.Request(
-            url, data=body, headers={"Content-Type": "application/json"}
-        )
+        """One request (POST with a body, else GET) within `timeout` seconds in all: connect,
+        send and the whole answer. A socket timeout bounds each read, not their sum, so a timer
+        also shuts the connection at the deadline: a server that trickles its answer ends the
+        call too."""
+        parts = urllib.parse.urlsplit(url)
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+        expired = threading.Event()
+
+        def expire():
+            expired.set()
+            if connection.sock is not None:
+                with contextlib.suppress(OSError):
+                    connection.sock.shutdown(socket.SHUT_RDWR)
+
+        timer = threading.Timer(timeout, expire)
+        timer.daemon = True
+        timer.start()
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                text = response.read().decode("utf-8", "replace")
-            try:
-                return json.loads(text)
-            except ValueError:
-                raise ServingError(
-                    f"{url}: the answer is not JSON ({text[:60]!r}...); is this TensorFlow "
-                    "Serving's REST port?"
-                ) from None
-        except urllib.error.HTTPError as error:
-            try:
-                message = error.read().decode("utf-8", "replace")
-            except (OSError, http.client.HTTPException):
-                message = error.reason
-            try:
-                message = json.loads(message)["error"]
-            except (ValueError, KeyError, TypeError):
-                pass
-            if error.code == 503:
-                raise _Unavailable(message) from error
-            raise ServingError(f"{url}: HTTP {error.code}: {message}", code=error.code) from error
-        except (
-            urllib.error.URLError,
-            ConnectionError,
-            TimeoutError,
-        ) as error:  # socket.timeout is TimeoutError
-            reason = getattr(error, "reason", error)
-            if isinstance(reason, TimeoutError):
+            connection.request(
+                "GET" if body is None else "POST",
+                parts.path + (f"?{parts.query}" if parts.query else ""),
+                body=body,
+                headers={"Content-Type": "application/json"},
+            )
+            response = connection.getresponse()
+            status, text = response.status, response.read().decode("utf-8", "replace")
+        except (OSError, http.client.HTTPException) as error:
+            if expired.is_set() or isinstance(error, TimeoutError):
                 raise ServingError(
                     f"{url}: no answer within {timeout:.3g} s", code="DEADLINE_EXCEEDED"
                 ) from error
-            raise _Unavailable(reason) from error
-        except http.client.HTTPException as error:  # the connection broke off mid-answer
-            raise _Unavailable(f"{type(error).__name__}: {error}") from error
+            if isinstance(error, http.client.HTTPException):  # broke off mid-answer
+                raise _Unavailable(f"{type(error).__name__}: {error}") from error
+            raise _Unavailable(error) from error
+        finally:
+            timer.cancel()
+            connection.close()
+        return self._answer(url, status, text)
+
+    @staticmethod
+    def _answer(url, status, text):
+        """The JSON of an answer; ServingError (or _Unavailable for 503) with the server's
+        {"error": ...} message when it is an error."""
+        if status >= 400:
+            try:
+                text = json.loads(text)["error"]
+            except (ValueError, KeyError, TypeError):
+                pass
+            if status == 503:
+                raise _Unavailable(text)
+            raise ServingError(f"{url}: HTTP {status}: {text}", code=status)
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise ServingError(
+                f"{url}: the answer is not JSON ({text[:60]!r}...); is this TensorFlow "
+                "Serving's REST port?"
+            ) from None
 
 
 class GrpcClient(TranslationClient):
@@ -543,14 +574,19 @@ def main(argv=None, stdin=None):
                 "nothing to translate: give sentences as arguments, with --source, or on stdin"
             )
         if args.target:
-            for scored in client.score(sentences, flags.read_targets(args, sentences)):
-                print(scored.line(args.normalized, args.tokens))
-            return
-        prefixes = None if args.target_prefix is None else [args.target_prefix] * len(sentences)
-        for result in client.translate(sentences, prefixes):
-            print(
-                f"{result.score:.4f}\t{result.translation}" if args.scores else result.translation
-            )
+            results = client.score(sentences, flags.read_targets(args, sentences))
+            lines = [scored.line(args.normalized, args.tokens) for scored in results]
+        else:
+            prefixes = None
+            if args.target_prefix is not None:
+                prefixes = [args.target_prefix] * len(sentences)
+            results = client.translate(sentences, prefixes)
+            lines = [f"{r.score:.4f}\t{r.translation}" if args.scores else r.translation
+                     for r in results]  # fmt: skip
+        print("\n".join(lines))
+        # The server answers every sentence; one that it had to cut fails the command, after
+        # the answers are shown (the server says how long a sentence it holds: not here).
+        flags.refuse_cut(args, SERVED, results, answered=True)
     except (ValueError, TypeError, ServingError) as error:
         console.fail(error)
     finally:

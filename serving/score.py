@@ -33,6 +33,7 @@ def main(argv=None):
         targets = flags.read_targets(args, sources)
         engine = load_engine(args.model, args.tokenizer, alpha=args.alpha)
         scored = engine.score(sources, targets)
+        flags.refuse_cut(args, engine, scored)
     except ValueError as error:
         console.fail(error)
     lines = [result.line(args.normalized, args.tokens) + "\n" for result in scored]

@@ -37,10 +37,12 @@ def main(argv=None, stdin=None):
     prefixes = None if args.target_prefix is None else [args.target_prefix] * len(sentences)
     try:
         translations = engine(sentences, prefixes)
-    except ValueError as error:  # an export without the prefixed signature
+        flags.refuse_cut(args, engine, translations)
+    except ValueError as error:  # an export without the prefixed signature; an input too long
         console.fail(error)
-    for translation, score in translations:
-        print(f"{score:.4f}\t{translation}" if args.scores else translation)
+    for translation in translations:
+        text = translation.text
+        print(f"{translation.score:.4f}\t{text}" if args.scores else text)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 the same greedy and beam-4 translations as our searches, the programs, and the converter's
 errors."""
 
+import json
 import pathlib
 
 import ctranslate2
@@ -80,7 +81,7 @@ def test_greedy_and_beam_translations_equal_ours(number_translator, converted_nu
     greedy = kt.greedy_search(model, source_ids).numpy()
     beam, scores = kt.beam_search(model, source_ids, beam_size=4, alpha=0.6)
     engine = CTranslate2Translator(converted_numbers[1], beam_size=4, alpha=0.6)
-    source_pieces = engine.tokenize(sources)
+    source_pieces, _ = engine.tokenize(sources)
     ct2_greedy = engine.translator.translate_batch(source_pieces, beam_size=1)
     ct2_beam = engine.translate_pieces(source_pieces)
     # The search's own scores are not compared: CTranslate2's CPU search takes its
@@ -108,9 +109,9 @@ def test_prefixed_translations_and_scores_equal_ours(number_translator, converte
     engine = CTranslate2Translator(converted_numbers[1], beam_size=4, alpha=0.6)
     theirs = engine.translate(sources, prefixes)
     texts = [t.decode() for t in ours["translation"].numpy()]
-    assert [text for text, _ in theirs] == texts
+    assert [t.text for t in theirs] == texts and not any(t.cut for t in theirs)
     assert all(text.startswith(prefix) for text, prefix in zip(texts, prefixes))
-    np.testing.assert_allclose([s for _, s in theirs], ours["score"], rtol=1e-3)
+    np.testing.assert_allclose([t.score for t in theirs], ours["score"], rtol=1e-3)
 
     scored = translator.score(tf.constant(sources), tf.constant(texts))
     for ct2, token_scores, tokens, score in zip(
@@ -189,3 +190,80 @@ def test_converter_errors_name_the_field(tokenizer, tmp_path, capsys):
     with pytest.raises(FileExistsError, match="taken exists"):
         convert(model, path, tmp_path / "taken")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken", "tokenizer.model"]
+
+
+@pytest.fixture(scope="module")
+def three_engines(number_translator, converted_numbers, tmp_path_factory):
+    """The number model as each --model kind: .keras (tokenizer beside), SavedModel, CTranslate2."""
+    from programs.versions import export_for_serving
+
+    model, tokenizer, _ = number_translator
+    base = tmp_path_factory.mktemp("lengths") / "numbers"
+    translator = kt.Translator(model, tokenizer, beam_size=2, extra_length=3)
+    saved = export_for_serving(translator, base)
+    return {
+        "keras": converted_numbers[0],
+        "saved_model": saved,
+        "ctranslate2": converted_numbers[1],
+    }
+
+
+LONG = " ".join(["eins zwei drei vier fünf"] * 10)  # 50 words: beyond the model's 32 positions
+
+
+@pytest.mark.parametrize("kind", ["keras", "saved_model", "ctranslate2"])
+def test_inputs_longer_than_the_model_holds_are_refused_in_every_engine(
+    three_engines, kind, tmp_path, capsys
+):
+    """A source, a target prefix or a scored target the model cannot hold whole is refused,
+    naming where it came from and the limit (31 pieces and eos: max_length 32), never cut
+    silently; what fits is translated and scored as before."""
+    from serving import score, translate
+
+    model = str(three_engines[kind])
+    search = [] if kind == "saved_model" else ["--beam-size", "2", "--extra-length", "3"]
+    (tmp_path / "src").write_text(f"eins zwei\n{LONG}\n")
+    (tmp_path / "tgt").write_text(f"one two\n{LONG.replace('eins', 'one')}\n")
+    for program, argv, message in (
+        (translate, ["--source", str(tmp_path / "src")], f"--source {tmp_path / 'src'}:2 is longer "
+         "than the model holds (31 subword pieces and eos); nothing was written"),
+        (translate, ["eins", LONG], "sentence 2 of the arguments is longer than the model holds"),
+        (translate, ["--target-prefix", LONG, "eins"], "--target-prefix is longer than the model "
+         "holds (31 subword pieces and eos); give a shorter one"),
+        (score, ["--source", str(tmp_path / "src"), "--target", str(tmp_path / "tgt")], f"--source "
+         f"{tmp_path / 'src'}:2 is longer than the model holds"),
+    ):  # fmt: skip
+        with pytest.raises(SystemExit) as exit_info:
+            program.main(["--model", model, *(search if program is translate else []), *argv])
+        captured = capsys.readouterr()
+        assert exit_info.value.code == 1 and message in captured.err and captured.out == ""
+    (tmp_path / "src").write_text("eins zwei\ndrei\n")
+    (tmp_path / "tgt").write_text(f"one two\n{'one ' * 40}\n")
+    with pytest.raises(SystemExit):  # a target alone too long
+        score.main(["--model", model, "--source", str(tmp_path / "src"), "--target",
+                    str(tmp_path / "tgt")])  # fmt: skip
+    assert f"--target {tmp_path / 'tgt'}:2 is longer than the model holds" in (
+        capsys.readouterr().err
+    )
+    prefix = "one two three four five six seven eight nine one two three four"  # 13 words
+    translate.main(["--model", model, *search, "--target-prefix", prefix, "eins"])
+    assert capsys.readouterr().out.startswith(prefix)  # whole, beyond the source's length + 3
+
+
+@pytest.mark.parametrize("kind", ["keras", "saved_model", "ctranslate2"])
+def test_evaluation_translates_long_sources_cut_and_says_which(three_engines, kind, tmp_path):
+    """A test set's score covers every reference: training.evaluate translates a source
+    beyond the model as far as the model holds it, and says so (console and scores.json)."""
+    (tmp_path / "src").write_text(f"eins zwei\n{LONG}\n")
+    (tmp_path / "ref").write_text(f"one two\n{LONG.replace('eins', 'one')}\n")
+    output = tmp_path / "out.txt"
+    completed = run_python(
+        "-m", "training.evaluate", "--model", three_engines[kind], "--source", tmp_path / "src",
+        "--reference", tmp_path / "ref", "--output", output,
+        *([] if kind == "saved_model" else ["--beam-size", "2", "--extra-length", "3"]),
+    )  # fmt: skip
+    assert "1 of 2 sources are longer than the model holds and were translated cut to it: " in (
+        completed.stdout
+    )
+    assert json.loads(output.with_name("out.txt.scores.json").read_text())["sources_cut"] == [2]
+    assert len(output.read_text().splitlines()) == 2

@@ -19,7 +19,7 @@ def source_batch(tokenizer, sentences, model=None):
     model = model or kt.build_transformer(
         kt.TransformerConfig.preset("tiny", vocab_size=tokenizer.vocab_size)
     )
-    return kt.Translator(model, tokenizer).source_ids(tf.constant(sentences)).numpy()
+    return kt.Translator(model, tokenizer).source_ids(tf.constant(sentences))[0].numpy()
 
 
 def strip(ids):

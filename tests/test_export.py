@@ -150,10 +150,11 @@ TRANSLATION_OUTPUTS = {
     "nbest_scores": tf.float32,
     "alignment": tf.float32,
     "source_tokens": tf.int32,
+    "source_cut": tf.bool,
 }
 SIGNATURES = {  # name: (inputs, outputs)
     "serving_default": ({"sentences"}, TRANSLATION_OUTPUTS),
-    "translate": ({"sentences", "target_prefix"}, TRANSLATION_OUTPUTS),
+    "translate": ({"sentences", "target_prefix"}, {**TRANSLATION_OUTPUTS, "prefix_cut": tf.bool}),
     "score": (
         {"sources", "targets"},
         {
@@ -161,6 +162,8 @@ SIGNATURES = {  # name: (inputs, outputs)
             "log_prob": tf.float32,
             "token_scores": tf.float32,
             "tokens": tf.int32,
+            "source_cut": tf.bool,
+            "target_cut": tf.bool,
         },
     ),
 }
@@ -252,9 +255,12 @@ def test_long_sources_are_truncated_and_outputs_bounded(number_translator):
     model, tokenizer, _ = number_translator
     translator = kt.Translator(model, tokenizer, beam_size=2, extra_length=3, max_source_length=8)
     sentences = tf.constant(["zwei " * 2000, "drei vier", ""])
-    source = translator.source_ids(sentences).numpy()
+    source, cut = (t.numpy() for t in translator.source_ids(sentences))
     assert source.shape == (3, 8) and source[0, -1] == 3  # 7 pieces, then eos
-    tokens = translator.translate(sentences)["tokens"].numpy()
+    assert cut.tolist() == [True, False, False]  # said, not silent
+    translated = translator.translate(sentences)
+    assert translated["source_cut"].numpy().tolist() == [True, False, False]
+    tokens = translated["tokens"].numpy()
     for row, src in zip(tokens, source):
         assert np.count_nonzero(row) <= np.count_nonzero(src) + 3
     with pytest.raises(
@@ -365,7 +371,7 @@ def test_nbest_and_alignment_outputs(exported, number_translator):
 
     # The alignment: [B, L, S] over the best translation's tokens and the source ids.
     translator = kt.Translator(model, tokenizer)
-    np.testing.assert_array_equal(out["source_tokens"], translator.source_ids(sentences).numpy())
+    np.testing.assert_array_equal(out["source_tokens"], translator.source_ids(sentences)[0].numpy())
     longest = int((out["tokens"] != 0).sum(axis=1).max())  # the rows stop there
     tokens, source = out["tokens"][:, :longest], out["source_tokens"]
     assert (out["tokens"][:, longest:] == 0).all()
@@ -429,7 +435,7 @@ def test_prefix_and_score_signatures_answer_as_the_library(exported, number_tran
         t.decode() for t in plain["translation"].numpy()[1:]
     ]
     prefix_ids = tokenizer.tokenize(tf.constant(prefixes), padded=True)
-    source = kt.Translator(model, tokenizer).source_ids(sentences)
+    source, _ = kt.Translator(model, tokenizer).source_ids(sentences)
     ids, scores = kt.beam_search(model, source, target_prefix=prefix_ids)
     width = prefixed["tokens"].shape[1]
     np.testing.assert_array_equal(prefixed["tokens"], ids[:, 0, :width])

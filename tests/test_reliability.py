@@ -63,8 +63,22 @@ def test_a_cut_backup_index_or_weights_file_is_named(trained, tmp_path, capsys):
     index.write_text(whole)
     weights = run / "backup" / json.loads(whole)["weights"]
     cut(weights, 1000)
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
     fails(capsys, train.main, [*run_flags, "--steps", "6"], f"{weights} cannot be read")
     assert json.loads(index.read_text())["step"] == 4  # nothing replaced
+    # a resume refused changes nothing: run.json still asks for the finished run's 4 steps
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
+def test_a_copied_run_directory_names_its_own_files(trained, tmp_path, capsys):
+    """run.json records the model and the export inside the run by paths relative to it: the
+    copy's finished run names the copy's files, not the original's."""
+    run_flags, run = copy_of(trained, tmp_path)
+    finished = json.loads((run / "run.json").read_text())["finished"]
+    assert finished["model"] == "model.keras" and finished["export"] == "export/1"
+    train.main([*run_flags, "--steps", "4"])  # finished: says so, changes nothing
+    said = capsys.readouterr().out
+    assert f"model {run / 'model.keras'} (" in said and f"export {run / 'export' / '1'};" in said
 
 
 def test_a_cut_checkpoint_is_named_by_averaging_training_and_export(trained, tmp_path, capsys):
@@ -237,3 +251,57 @@ def test_a_full_disk_while_backing_up_is_one_line(trained, tmp_path):
     assert "step-0000000.weights.h5" in errors[0] and "MiB allowed" in errors[0]
     assert not (run / "backup").exists() or not any((run / "backup").iterdir())
     assert resource.getrlimit(resource.RLIMIT_FSIZE)[0] == resource.RLIM_INFINITY
+
+
+def test_a_full_disk_names_the_file_and_where_to_free_space(trained, tmp_path):
+    """Under a 200 KB file-size limit, averaging, converting and exporting each end in one line
+    naming what they were writing (never a temporary file, never TensorFlow's function-node
+    text) and where to free space; nothing is left behind, the export's new folders neither."""
+    _, run = trained
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))"
+    model = str(run / "model.keras")
+    for program, argv, written in (
+        ("training.average_checkpoints", ["--run-dir", str(run), "--last", "2"], "avg.keras"),
+        ("serving.ctranslate2", ["--model", model], "ct2"),
+        ("serving.export", ["--model", model, "--export-dir", str(tmp_path / "new" / "m")], "m"),
+    ):
+        target = tmp_path / ("new/m" if written == "m" else written)
+        argv += [] if written == "m" else ["--output", str(target)]
+        code = f"{limit}\nimport runpy, sys\nsys.argv = ['{program}', *sys.argv[1:]]\n"
+        code += f"runpy.run_module('{program}', run_name='__main__')"
+        completed = run_python("-c", code, *argv, status=1)
+        (error,) = [line for line in completed.stderr.splitlines() if line.startswith("error")]
+        assert error.startswith(f"error: no space left for {target} (File too large); free some "
+                                f"space in {tmp_path} and run it again"), error  # fmt: skip
+        assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_directory_or_a_cut_file_where_a_model_file_is_expected_says_so(trained, tmp_path):
+    run_flags, run = trained
+    cut = tmp_path / "model.keras"
+    cut.write_bytes((run / "model.keras").read_bytes()[:3000])
+    (tmp_path / "tokenizer.model").write_bytes((run / "tokenizer.model").read_bytes())
+    for program, argv, message in (
+        (export, ["--model", str(run), "--export-dir", str(tmp_path / "e")],
+         f"--model {run} is a directory; give a .keras model or a step checkpoint"),
+        (translate, ["--model", str(cut), "eins"], f"{cut}: not a readable .keras model (not a "
+         "whole zip archive: cut, or another kind of file)"),
+        (train, [*run_flags[:-2], "--run-dir", str(tmp_path / "r"), "--init-from", str(run)],
+         f"--init-from {run} is a directory; give the model file in it (e.g. "
+         f"{run / 'model.keras'})"),
+    ):  # fmt: skip
+        completed = run_python("-m", program.__name__, *argv, status=1)
+        assert f"error: {message}" in completed.stderr and "File not found" not in completed.stderr
+
+
+def test_the_loser_of_two_writers_of_one_folder_names_its_flag(tmp_path):
+    """Two conversions (or binarizations) to one --output: the second to finish finds the
+    first's folder there and says so, naming --output; its own temporary folder is gone."""
+    out = tmp_path / "ct2"
+    with pytest.raises(FileExistsError, match=f"--output {out} was written by another process"):
+        with files.new_directory(out) as (directory, _):
+            (directory / "model.bin").write_text("ours")
+            out.mkdir()  # the other writer finished first
+            (out / "model.bin").write_text("theirs")
+    assert (out / "model.bin").read_text() == "theirs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2"]

@@ -58,7 +58,7 @@ def _healthy(request):
     """Tests that use the stand-in find it without delay or pending failures."""
     if "server" in request.fixturenames:
         server = request.getfixturevalue("server")
-        server.delay = 0.0
+        server.delay = server.trickle = 0.0
         server.fail_next(0)
 
 
@@ -119,6 +119,8 @@ def test_rest_status_and_metadata(server):
         "nbest_scores": "DT_FLOAT",
         "alignment": "DT_FLOAT",
         "source_tokens": "DT_INT32",
+        "source_cut": "DT_BOOL",
+        "prefix_cut": "DT_BOOL",
     }
 
 
@@ -146,6 +148,7 @@ def test_rest_predict_row_and_columnar(server):
             "instances": [{"sentences": s, "target_prefix": ""} for s in german],
         },
     )[1]
+    assert not any(p.pop("prefix_cut") for p in named["predictions"])  # an empty prefix fits
     assert named == rows
 
     status, columns = http(
@@ -357,6 +360,17 @@ def test_client_retries_unavailable_a_bounded_number_of_times(server, kind):
 
 
 @pytest.mark.parametrize("kind", CLIENTS)
+def test_the_server_says_which_sentences_it_cut(server, kind):
+    """A server answers every sentence of a batch: the outputs source_cut and prefix_cut say
+    which inputs were longer than the model holds, and the client hands them on."""
+    long = " ".join(["eins zwei drei vier fünf"] * 10)
+    answers = client_for(server, kind).translate(["eins", long], target_prefix=["", long])
+    assert [answer.cut for answer in answers] == [(), ("source", "prefix")]
+    scored = client_for(server, kind).score(["eins", "zwei"], ["one", long])
+    assert [result.cut for result in scored] == [(), ("target",)]
+
+
+@pytest.mark.parametrize("kind", CLIENTS)
 def test_client_gives_up_at_its_timeout(server, kind):
     server.delay = 3.0
     start = time.monotonic()
@@ -364,6 +378,21 @@ def test_client_gives_up_at_its_timeout(server, kind):
         client_for(server, kind, timeout=0.5).translate(["eins"])
     assert time.monotonic() - start < server.delay  # it did not wait for the server's answer
     assert error.value.code == "DEADLINE_EXCEEDED"
+
+
+def test_a_trickling_server_ends_within_the_timeout(server, capsys):
+    """--timeout bounds the whole call: a REST answer sent a byte every 0.2 s (status line and
+    headers too) ends within about the timeout, in one line naming it."""
+    server.trickle = 0.2
+    rest = ["--port", str(server.rest_port), "--host", "127.0.0.1", "--model-name", "numbers"]
+    start = time.monotonic()
+    with pytest.raises(SystemExit) as exit_info:
+        serving_client.main([*rest, "--timeout", "1.5", "eins"])
+    assert time.monotonic() - start < 1.5 + 1.0
+    assert exit_info.value.code == 1
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and "no answer within 1.5 s" in error
+    assert len(error.splitlines()) == 1
 
 
 @pytest.mark.parametrize("kind", CLIENTS)
@@ -438,6 +467,13 @@ def test_command_line(server, capsys, tmp_path):
     assert [float(score) for score, _ in lines] == pytest.approx(  # log P / lp, alpha 0.6
         [sum(t) / ((5 + len(t)) / 6) ** 0.6 for t in tokens], abs=1e-4
     )
+
+    long = " ".join(["eins zwei drei vier fünf"] * 10)  # beyond the model's 32 positions
+    with pytest.raises(SystemExit) as exit_info:
+        serving_client.main([*rest, german[0], long])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 1 and captured.out.splitlines()[0] == english[0]
+    assert "sentence 2: the source is longer than the served model holds" in captured.err
 
     for arguments, stdin, message in [
         (rest, "", "nothing to translate: give sentences as arguments, with --source, or on stdin"),

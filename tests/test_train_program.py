@@ -570,9 +570,18 @@ def test_run_cut_by_max_minutes_is_backed_up_and_trains_on_from_that_step(
     cut = checkpoint_path(out / "checkpoints", 30).read_bytes()
 
     monkeypatch.undo()  # the real clock: 5 minutes are plenty for the 29 steps left
+    backed_up, save = [], callbacks.Backup.save
+    monkeypatch.setattr(
+        callbacks.Backup,
+        "save",
+        lambda self: backed_up.append(callbacks.current_step(self.model)) or save(self),
+    )
     train.main(args)
     printed = capsys.readouterr()
     assert f"resumed from the backup in {out / 'backup'} at step 31" in printed.err
+    assert "epoch 2 resumes at step 31: 9 steps to its end, then whole epochs" in printed.err
+    assert "9/9 - " in printed.out  # the progress bar of that epoch's rest
+    assert backed_up == [40, 60]  # the plan's epoch ends, not 51 and 60
     assert "training stopped at step 60" in printed.err
     assert checkpoints_steps(out) == [30, 31, 40, 50, 60]
     assert checkpoint_path(out / "checkpoints", 30).read_bytes() == cut  # not trained again

@@ -269,7 +269,10 @@ class StepCheckpoints(StepCounter):
             self.save()
 
     def on_train_end(self, logs=None):
-        self.save()
+        """The end of training (the plan's step, the time limit, a signal, early stopping all
+        stop it), not the end of the first of two fits of a resume in mid-epoch."""
+        if self.model.stop_training:
+            self.save()
 
 
 class StepSummaries(StepCounter):
@@ -319,8 +322,11 @@ class TimeLimit(keras.callbacks.Callback):
         super().__init__()
         self.seconds = minutes * 60
 
+    start = None
+
     def on_train_begin(self, logs=None):
-        self.start = time.monotonic()
+        if self.start is None:  # a resume in mid-epoch fits twice: one clock for both
+            self.start = time.monotonic()
 
     def on_train_batch_end(self, batch, logs=None):
         if time.monotonic() - self.start > self.seconds:

@@ -32,6 +32,11 @@ def model_config(path):
     """The TransformerConfig dict of the .keras model at `path`, read from its config.json
     (without TensorFlow, which must not start before --cpu-devices splits the CPU)."""
     path = pathlib.Path(path)
+    if path.is_dir():
+        raise ValueError(
+            f"--init-from {path} is a directory; give the model file in it (e.g. "
+            f"{path / 'model.keras'})"
+        )
     if not path.is_file():
         raise ValueError(f"--init-from {path}: no such file")
     try:

@@ -15,16 +15,19 @@ def progress_verbosity():
     return 1 if sys.stdout.isatty() else 2
 
 
-def translate_all(translate, sentences, batch_size=64, verbose=0):
+def translate_all(translate, sentences, batch_size=64, verbose=0, cut=None):
     """Translations of `sentences` in their order, decoded in batches of similar length;
-    `translate(list of str) -> [(translation, score)]` (a `programs.engines.Engine`)."""
+    `translate(list of str) -> [Translation]` (a `programs.engines.Engine`). `cut`, a list,
+    receives the index of every sentence whose source was longer than the model holds."""
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     results = [None] * len(sentences)
     progress = keras.utils.Progbar(len(sentences), verbose=verbose, unit_name="sentence")
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
-        for i, (text, _) in zip(chunk, translate([sentences[i] for i in chunk])):
-            results[i] = text
+        for i, translation in zip(chunk, translate([sentences[i] for i in chunk])):
+            results[i] = translation.text
+            if cut is not None and translation.cut:
+                cut.append(i)
         progress.add(len(chunk))
     return results
 
@@ -32,10 +35,11 @@ def translate_all(translate, sentences, batch_size=64, verbose=0):
 def evaluate(translate, pairs, output, batch_size=64):
     """Translates the sources of `pairs` (with a progress bar), scores the translations against
     the targets, writes both beside `output` and prints the scores; returns them."""
+    cut = []
     hypotheses = translate_all(
-        translate, [s for s, _ in pairs], batch_size, verbose=progress_verbosity()
+        translate, [s for s, _ in pairs], batch_size, verbose=progress_verbosity(), cut=cut
     )
-    scores = score_report(hypotheses, [t for _, t in pairs], output)
+    scores = score_report(hypotheses, [t for _, t in pairs], output, sorted(i + 1 for i in cut))
     print_scores(scores)
     print(f"translations written to {output}, scores to {output}.scores.json")
     return scores
@@ -62,10 +66,20 @@ def corpus_scores(hypotheses, references):
     return scores
 
 
-def score_report(hypotheses, references, output):
+def score_report(hypotheses, references, output, sources_cut=()):
     """`corpus_scores`; writes the hypotheses to `output` (one per line) and the scores to
-    `output` + ".scores.json"; returns the scores."""
+    `output` + ".scores.json" with `sources_cut`, the lines (from 1) whose source was longer
+    than the model holds and was translated cut, said on the console too; returns the scores.
+    (A test set's score must cover every reference: such a sentence is translated as far as
+    the model holds it, never dropped, and never silently.)"""
     scores = corpus_scores(hypotheses, references)
+    scores["sources_cut"] = list(sources_cut)
+    if sources_cut:
+        shown = ", ".join(map(str, sources_cut[:10])) + (", ..." if len(sources_cut) > 10 else "")
+        print(
+            f"{len(sources_cut)} of {len(hypotheses)} sources are longer than the model holds "
+            f"and were translated cut to it: lines {shown}"
+        )
     output = write_translations(hypotheses, output)
     output.with_name(output.name + ".scores.json").write_text(json.dumps(scores, indent=2))
     return scores

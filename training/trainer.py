@@ -413,13 +413,16 @@ class Trainer:
         return pairs
 
     def write_run_files(self):
-        """The tokenizer (if new) and run.json, once every check passed."""
+        """For a new run, the tokenizer and run.json, once every check passed. A resume
+        records its steps only once its backup is restored (`train`): a resume refused until
+        then changes nothing in the run directory."""
         from programs.files import write_atomically
 
         own = self.plan.run_dir / TOKENIZER_FILE
         if not own.is_file():
             write_atomically(own, lambda path: shutil.copyfile(self.tokenizer_file, path))
-        self.state.save(self.settings(), self.steps)
+        if not self.state.recorded:
+            self.state.save(self.settings(), self.steps)
 
     def follow_chief(self, own):
         """A worker other than the chief: the chief's tokenizer, vocabulary size, steps and
@@ -436,7 +439,8 @@ class Trainer:
             self.config = dataclasses.replace(self.config, vocab_size=self.tokenizer.vocab_size)
         self.initial_weights = self.read_initial_weights()
         recorded = run_dir.read_settings(self.plan.run_dir)
-        self.steps, self.steps_per_epoch = recorded["steps"], recorded["steps_per_epoch"]
+        self.steps_per_epoch = recorded["steps_per_epoch"]
+        self.steps = self.plan.steps or self.plan.epochs * self.steps_per_epoch  # as the chief
         self.validation_pairs, self.test_pairs, self.validation_batches = [], [], []
 
     # -- training ---------------------------------------------------------------------------
@@ -458,18 +462,28 @@ class Trainer:
                 log(f"fine-tuning from {self.plan.init_from}, with a fresh optimizer and schedule")
         if step:
             log(f"resumed from the backup in {self.plan.run_dir / 'backup'} at step {step}")
+        if self.chief and self.state.recorded.get("steps") != self.steps:
+            self.state.save(self.settings(), self.steps)  # the resume is accepted
         model.summary(print_fn=lambda line, **_: log(line))
-        initial_epoch = math.ceil(step / self.steps_per_epoch)
         stop_on_signal = StopOnSignal()
-        model.fit(
-            self.training_batches(seed=self.plan.seed + step),
-            epochs=initial_epoch + math.ceil((self.steps - step) / self.steps_per_epoch),
-            steps_per_epoch=self.steps_per_epoch,
-            callbacks=[*self.callbacks(), stop_on_signal],
-            shuffle=False,
-            initial_epoch=initial_epoch,
-            verbose=progress_verbosity(),
-        )
+        callbacks = [*self.callbacks(), stop_on_signal]
+        for epoch, epochs, steps_per_epoch in self.fits(step):
+            if epochs is None:  # the first of two: a resume in mid-epoch
+                log(
+                    f"epoch {epoch + 1} resumes at step {step}: {steps_per_epoch} steps to its "
+                    "end, then whole epochs"
+                )
+            model.fit(
+                self.training_batches(seed=self.plan.seed + current_step(model)),
+                epochs=epochs or epoch + 1,
+                steps_per_epoch=steps_per_epoch,
+                callbacks=callbacks,
+                shuffle=False,
+                initial_epoch=epoch,
+                verbose=progress_verbosity(),
+            )
+            if model.stop_training:  # the time limit, a signal, the plan's step, ...
+                break
         log(f"training stopped at step {current_step(model)} ({keras.backend.backend()})")
         if stop_on_signal.received:
             raise Interrupted(
@@ -477,6 +491,19 @@ class Trainer:
                 f"{self.plan.run_dir / 'backup'} holds; the same command continues the run"
             )
         return model
+
+    def fits(self, step):
+        """(first epoch, epochs or None, steps per epoch) of each `fit` from `step` on: one,
+        but a resume in mid-epoch first trains to that epoch's end on its own (epochs None),
+        so that epoch ends (backups, validations) stay at multiples of --steps-per-epoch."""
+        per_epoch, epoch = self.steps_per_epoch, step // self.steps_per_epoch
+        fits = []
+        if step % per_epoch and step < self.steps:
+            fits.append((epoch, None, min(per_epoch * (epoch + 1), self.steps) - step))
+            epoch += 1
+        if epoch * per_epoch < self.steps:
+            fits.append((epoch, math.ceil(self.steps / per_epoch), per_epoch))
+        return fits
 
     def compiled_model(self):
         """The model, compiled, its optimizer built (so that a backup can be saved at step 0
@@ -675,7 +702,7 @@ class Trainer:
         final, exported, validation = self.final_model()
         model_path = write_atomically(plan.run_dir / MODEL_FILE, final.save)
         print(f"{model_path}: {exported}")
-        record = {"step": step, "model": str(model_path), "exported": exported}
+        record = {"step": step, "model": self.in_run(model_path), "exported": exported}
         record["validation"] = validation
         if not on_tensorflow():  # decoding and export run on TensorFlow, from the .keras file
             print("translating and exporting need the TensorFlow backend: next,")
@@ -754,7 +781,18 @@ class Trainer:
         )
         version_dir = export_for_serving(translator, plan.export_dir)
         print(f"SavedModel exported to {version_dir}")
-        return {"bleu": scores["bleu"], "chrf": scores["chrf"], "export": str(version_dir)}
+        return {"bleu": scores["bleu"], "chrf": scores["chrf"], "export": self.in_run(version_dir)}
+
+    def in_run(self, path):
+        """`path` as run.json records it: relative to the run directory when inside it (a copied
+        run directory names its own files), else absolute."""
+        path, run = pathlib.Path(path).resolve(), self.plan.run_dir.resolve()
+        return str(path.relative_to(run) if path.is_relative_to(run) else path)
+
+    def from_run(self, recorded):
+        """A path run.json records, as a path to open (`in_run`'s inverse; a run directory's
+        older run.json records absolute paths, which stay as they are)."""
+        return None if recorded is None else self.plan.run_dir / recorded
 
     def next_commands(self, model_path):
         """The commands that score and export the model under TensorFlow."""
@@ -782,8 +820,9 @@ class Trainer:
         print(
             f"the run in {self.plan.run_dir} is finished at step {finished['step']}"
             + (" (stopped early)" if early else "")
-            + f": model {finished['model']} ({finished.get('exported', 'the average')}), export "
-            f"{finished.get('export')}; nothing to do. "
+            + f": model {self.from_run(finished['model'])} "
+            f"({finished.get('exported', 'the average')}), export "
+            f"{self.from_run(finished.get('export'))}; nothing to do. "
             + (
                 "--early-stopping ended it: to train on, start a new run with --init-from its "
                 "model."
