@@ -17,7 +17,8 @@ def run_layer_test(make_layer, inputs, tmp_path, call=None, atol=1e-5):
     2. a functional model around it survives `model.save` / `keras.models.load_model`;
     3. a compiled call (a tf.function or jax.jit, by backend) equals the eager one;
     4. under each dtype policy the layer keeps float32 variables and computes in the policy's
-       dtype, with finite outputs;
+       dtype, with finite outputs, and `compute_output_spec` (what a functional model
+       declares) gives the eager output's shape and dtype;
     5. one `fit` step of a model around it changes every one of its variables.
     """
     call = call or (lambda layer, *args: layer(*args))
@@ -57,6 +58,12 @@ def run_layer_test(make_layer, inputs, tmp_path, call=None, atol=1e-5):
         assert all(keras.backend.standardize_dtype(v.dtype) == "float32" for v in typed.weights), (
             policy
         )
+        symbolic = [keras.KerasTensor(x.shape, str(x.dtype)) for x in inputs]
+        spec = call(SpecOf(typed), *symbolic)
+        assert (tuple(spec.shape), spec.dtype) == (
+            tuple(out.shape),
+            keras.backend.standardize_dtype(out.dtype),
+        ), (policy, spec, out.dtype)
 
     # 5. one training step changes every variable
     before = [np.array(w) for w in layer.get_weights()]
@@ -67,6 +74,16 @@ def run_layer_test(make_layer, inputs, tmp_path, call=None, atol=1e-5):
     ]
     assert not unchanged, f"one fit step left {unchanged} unchanged"
     return layer
+
+
+class SpecOf:
+    """Calls a layer's `compute_output_spec` where a call function calls the layer."""
+
+    def __init__(self, layer):
+        self.layer = layer
+
+    def __call__(self, *args, **kwargs):
+        return self.layer.compute_output_spec(*args, **kwargs)
 
 
 def _model_around(layer, inputs, call):

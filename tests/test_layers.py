@@ -135,3 +135,33 @@ def test_layers_compose_in_a_functional_model_and_reload(tmp_path):
     model.save(tmp_path / "m.keras")
     restored = keras.models.load_model(tmp_path / "m.keras")
     np.testing.assert_array_equal(restored(x), model(x))
+
+
+def test_decoder_layer_declares_what_it_returns_with_caches_and_weights():
+    """compute_output_spec agrees with the eager outputs in every mode of the call (the
+    functional model and Keras's own checks rely on it), under mixed_float16."""
+    import keras
+
+    from keras_transformer.layers import DecoderLayer
+
+    def symbolic(structure):
+        return keras.tree.map_structure(
+            lambda t: keras.KerasTensor(t.shape, keras.backend.standardize_dtype(t.dtype)),
+            structure,
+        )
+
+    layer = DecoderLayer(2, 16, dtype="mixed_float16")
+    x, memory = np.ones((2, 3, 8), "float32"), np.ones((2, 5, 8), "float32")
+    layer(x, memory)
+    cache = {
+        "self": layer.self_attention.empty_cache(2),
+        "cross": layer.cross_attention.memory_cache(memory),
+    }
+    for kwargs in ({"return_attention_scores": True}, {"cache": cache}):
+        eager = keras.tree.flatten(layer(x, memory, **kwargs))
+        spec_kwargs = {name: symbolic(v) if name == "cache" else v for name, v in kwargs.items()}
+        spec = layer.compute_output_spec(symbolic(x), symbolic(memory), **spec_kwargs)
+        spec = keras.tree.flatten(spec)
+        assert [keras.backend.standardize_dtype(t.dtype) for t in eager] == [t.dtype for t in spec]
+        for e, s in zip(eager, spec):
+            assert all(b is None or a == b for a, b in zip(e.shape, s.shape)), (e.shape, s.shape)

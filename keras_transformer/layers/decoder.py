@@ -3,6 +3,7 @@
 import keras
 
 from keras_transformer.layers.attention import appended_positions, cache_positions
+from keras_transformer.layers.positional import like_inputs
 from keras_transformer.layers.stack import Stack, SublayerConnections, layer_norm
 
 
@@ -107,6 +108,37 @@ class DecoderLayer(SublayerConnections):
             results += ({"self": self_cache, "cross": cache["cross"]},)
         if return_attention_scores:
             results += (weights,)
+        return results[0] if len(results) == 1 else results
+
+    def compute_output_spec(
+        self,
+        inputs,
+        memory=None,
+        target_padding_mask=None,
+        source_padding_mask=None,
+        cache=None,
+        cache_index=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        """What `call` returns, without running it: [B, T, d_model] in the compute dtype; then
+        the cache, whose self-attention part holds this call's positions too; then the float32
+        encoder-decoder weights [B, H, T, S]."""
+        results = (like_inputs(self, inputs),)
+        if cache is not None:  # a preallocated cache keeps its length; a growing one grows
+            self_cache = {
+                name: keras.KerasTensor(
+                    (*t.shape[:2], t.shape[2] if cache_index is not None else None, t.shape[3]),
+                    t.dtype,
+                )
+                for name, t in cache["self"].items()
+            }
+            results += ({"self": self_cache, "cross": cache["cross"]},)
+        if return_attention_scores:
+            keys = (memory if cache is None else cache["cross"]["key"]).shape
+            source = keys[1] if cache is None else keys[2]
+            heads = self.num_heads
+            results += (keras.KerasTensor((inputs.shape[0], heads, inputs.shape[1], source)),)
         return results[0] if len(results) == 1 else results
 
     def cached_cross_attention(self, h, cross_cache, mask, return_attention_scores, training):

@@ -72,6 +72,14 @@ class SharedEmbedding(keras.layers.Layer):
         embedded = ops.take(matrix, inputs, axis=0)
         return embedded * ops.cast(math.sqrt(self.d_model), embedded.dtype)
 
+    def compute_output_spec(self, inputs, mode="target", projection=None):
+        """What `call` returns, without running it: embeddings [..., d_model] in the compute
+        dtype, logits [..., vocab] in float32 (Keras's own inference, outside `__call__`'s
+        autocast, would read the float32 matrix and say float32 for both)."""
+        if mode == "logits":
+            return keras.KerasTensor((*inputs.shape[:-1], self.vocab_size), "float32")
+        return keras.KerasTensor((*inputs.shape, self.d_model), self.compute_dtype)
+
     def get_config(self):
         config = super().get_config()
         config.update(

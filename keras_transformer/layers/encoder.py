@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_transformer.layers.positional import like_inputs
 from keras_transformer.layers.stack import Stack, SublayerConnections
 
 
@@ -36,6 +37,9 @@ class EncoderLayer(SublayerConnections):
         x = self.sublayer_output(x, h, self.self_attention_norm, training)
         h = self.feed_forward(self.sublayer_input(x, self.feed_forward_norm))
         return self.sublayer_output(x, h, self.feed_forward_norm, training)
+
+    def compute_output_spec(self, inputs, padding_mask=None, training=None):
+        return like_inputs(self, inputs)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

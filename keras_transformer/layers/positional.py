@@ -49,6 +49,9 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
         encoding = sinusoidal_encoding(_positions(inputs, start_index), inputs.shape[-1])
         return inputs + ops.cast(encoding, inputs.dtype)[None]
 
+    def compute_output_spec(self, inputs, start_index=0):
+        return like_inputs(self, inputs)
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class LearnedPositionalEmbedding(keras.layers.Layer):
@@ -105,8 +108,17 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         embedding = ops.take(self.position_embeddings, positions, axis=0)
         return inputs + ops.cast(embedding, inputs.dtype)[None]
 
+    def compute_output_spec(self, inputs, start_index=0):
+        return like_inputs(self, inputs)
+
     def get_config(self):
         return {**super().get_config(), "max_length": self.max_length}
+
+
+def like_inputs(layer, inputs):
+    """The output spec of a layer whose output has its inputs' shape, in its compute dtype (as
+    `__call__` casts the inputs): Keras's own inference runs `call` outside that cast."""
+    return keras.KerasTensor(inputs.shape, layer.compute_dtype)
 
 
 POSITIONAL_KINDS = ("sinusoidal", "learned")
