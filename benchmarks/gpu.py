@@ -228,7 +228,10 @@ def demo_run(data, minutes, out_dir, demo_flags):
     from tensorboard.backend.event_processing import event_accumulator
     from tensorboard.util.tensor_util import make_ndarray
 
-    run_dir = pathlib.Path(out_dir) / "demo-run"
+    from programs.run_dir import RunDirectory
+
+    run = RunDirectory(pathlib.Path(out_dir) / "demo-run")
+    run_dir = run.path
     command = [sys.executable, "-m", "training.train", "--dataset", f"binarized:{data}",
                *demo_flags, "--max-minutes", str(minutes), "--run-dir", str(run_dir)]  # fmt: skip
     start = time.perf_counter()
@@ -238,7 +241,7 @@ def demo_run(data, minutes, out_dir, demo_flags):
         raise RuntimeError(f"the demo run failed: {completed.stderr[-3000:]}")
     events = {}
     for kind in ("train", "validation"):
-        for path in sorted((run_dir / "logs" / kind).glob("events.out.tfevents.*")):
+        for path in sorted((run.logs / kind).glob("events.out.tfevents.*")):
             accumulator = event_accumulator.EventAccumulator(str(path))
             accumulator.Reload()
             for tag in accumulator.Tags()["tensors"]:
@@ -256,7 +259,7 @@ def demo_run(data, minutes, out_dir, demo_flags):
         "steps": losses[-1].step,
         "steps_per_second": rate,
         "validation_loss": [(e.step, float(make_ndarray(e.tensor_proto))) for e in validation],
-        "model": str(run_dir / "model.keras"),
+        "model": str(run.model),
         "devices": device,
     }
 

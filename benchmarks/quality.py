@@ -33,6 +33,7 @@ import sys
 import time
 
 from programs import console, flags
+from programs.run_dir import RunDirectory
 
 REPORT = pathlib.Path("benchmarks/QUALITY.md")
 TABLE_START, TABLE_END = (
@@ -238,7 +239,7 @@ def run_child(run, work_dir, minutes, test_only=False):
     finished run's result."""
     from benchmarks import bench
     from training import train
-    from training.callbacks import current_step
+    from training.checkpointing import current_step
     from training.plan import TrainingPlan
     from training.trainer import Trainer
 
@@ -246,7 +247,7 @@ def run_child(run, work_dir, minutes, test_only=False):
     tokenizer = work_dir / "tokenizers" / f"{run.tokenizer_key()}.model"
     flags = [*run.training_flags(minutes), "--run-dir", str(run_dir)]
     if test_only:  # the tokenizer as the run was trained: the shared one, or its own
-        shared = "tokenizer" in json.loads((run_dir / "run.json").read_text())["vocabulary"]
+        shared = "tokenizer" in RunDirectory(run_dir).read_settings()["vocabulary"]
     else:
         shared = tokenizer.is_file()
     if shared:
@@ -262,7 +263,7 @@ def run_child(run, work_dir, minutes, test_only=False):
             return
         if not tokenizer.is_file():
             tokenizer.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(run_dir / "tokenizer.model", tokenizer)
+            shutil.copyfile(trainer.directory.tokenizer, tokenizer)
         # The machine's speed as the run starts: a run is bounded by time, so a slow hour costs
         # steps.
         matmul_gflops = bench.matmul_rate(repeats=10, sizes=(1024,)) / 1e9
@@ -292,18 +293,18 @@ def score(trainer, tasks):
     """Translates and scores each (split, decoding) of `tasks` with the average of the
     trainer's run's last checkpoints; one score record each."""
     import keras_transformer as kt
-    from programs import checkpoints, run_dir
+    from programs import checkpoints
     from programs.engines import tensor_engine
     from training import scoring
 
     directory = trainer.plan.run_dir
-    paths = checkpoints.list_checkpoints(directory / "checkpoints")
+    paths = checkpoints.list_checkpoints(trainer.directory.checkpoints)
     pairs = {split: trainer.dataset.pairs(split) for split in {split for split, _ in tasks}}
     scores = []
     for split, decoding in tasks:
         beam, alpha, window, min_length = decoding_settings(decoding)
         window = len(paths[-window:])  # fewer when the run wrote fewer
-        model = run_dir.averaged_model(directory, paths[-window:])
+        model = trainer.directory.averaged_model(paths[-window:])
         translator = kt.Translator(model, trainer.tokenizer, beam, alpha, min_length=min_length)
         print(
             f"{directory.name}: {split} split, beam {beam}, alpha {alpha}, {window} "
@@ -538,7 +539,7 @@ def run_study(args, chosen, found, recorded):
             failed.append(run.name)
     for run in untested:
         print(f"{run.name}: the test split, decoded as {decoding_settings(run.test)}", flush=True)
-        if not (args.work_dir / run.name / "checkpoints").is_dir():
+        if not RunDirectory(args.work_dir / run.name).checkpoints.is_dir():
             print(f"    failed: its checkpoints are not in {args.work_dir / run.name}", flush=True)
             failed.append(run.name)
         elif not run_in_child(run, args, "a", "--test-only"):

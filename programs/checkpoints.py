@@ -1,11 +1,28 @@
-"""Step checkpoints of the model's weights, and their average (§6.1: the base models average
-the last 5 checkpoints, the big ones the last 20).
+"""Checkpoints on disk: the step checkpoints of the model's weights and their average (§6.1: the
+base models average the last 5 checkpoints, the big ones the last 20), the index of the exact
+backup a stopped run resumes from, and the record of the best checkpoint by a validation figure
+(--keep-best, --early-stopping). The Keras callbacks that write them during `fit` are
+`training.checkpointing`'s: this module imports no Keras, so that a program reading checkpoints
+loads no TensorFlow before its console is set up.
 
-A checkpoint is `step-NNNNNNN.weights.npz`: the trainable variables by their path inside the
-model (`encoder/layer_0/self_attention/query_kernel`, ...), without the optimizer state, which
-the run's backup holds. Loading checks that every variable is there with the model's shape.
+A step checkpoint is `step-NNNNNNN.weights.npz`: the trainable variables by their path inside
+the model (`encoder/layer_0/self_attention/query_kernel`, ...), without the optimizer state,
+which the backup holds (`Backup`). Loading checks that every variable is there with the
+model's shape. Nothing non-finite is ever written (`check_finite`).
+
+The best checkpoint: at every validation (each epoch's end) the figure (the validation BLEU or
+chrF of the translation monitor, or the validation loss) is compared with the best so far; a
+better one is written to RUN_DIR/best/step-NNNNNNN.weights.npz, apart from the rolling step
+checkpoints. Its state (the best step and value, the validations since, whether the run stopped
+early) is kept in the backup's index, written after the validation (`Backup` calls
+`KeepBest.commit`): best.json is rewritten and older best checkpoints removed only then, so a
+run killed in between resumes with the state and the best checkpoint of its backup, and
+validates that epoch again.
 """
 
+import dataclasses
+import json
+import math
 import pathlib
 import re
 import zipfile
@@ -13,6 +30,11 @@ import zipfile
 import numpy as np
 
 from programs.files import write_atomically
+
+
+class RunError(ValueError):
+    """A run directory that cannot be used for this command; nothing in it was changed."""
+
 
 PATTERN = re.compile(r"^step-(\d+)\.weights\.npz$")
 
@@ -108,3 +130,80 @@ def average_checkpoints(paths):
         for name, value in weights.items():
             total[name] += value
     return {name: (value / len(paths)).astype(dtypes[name]) for name, value in total.items()}
+
+
+BACKUP_INDEX = "backup.json"  # the backup's index: {"step", "weights", "best"}
+
+
+def read_backup_index(backup_dir):
+    """backup.json's {"step", "weights", "best"} ({} without one; "best": the state of
+    --keep-best, or None); RunError naming the file when it cannot be read (or was written
+    by a version that recorded epochs, not steps)."""
+    index = pathlib.Path(backup_dir) / BACKUP_INDEX
+    if not index.is_file():
+        return {}
+    try:
+        record = json.loads(index.read_text())
+        if isinstance(record, dict) and "epoch" in record and "step" not in record:
+            raise RunError(
+                f"{index} was written by an earlier keras-transformer, which backed up "
+                "epochs, not steps: finish that run with the version that started it, or "
+                "start a new --run-dir"
+            )
+        best = record.get("best")
+        if best is not None and not isinstance(best, dict):
+            raise TypeError(f"'best' is {best!r}")
+        return {"step": int(record["step"]), "weights": str(record["weights"]), "best": best}
+    except (ValueError, KeyError, TypeError, AttributeError, OSError) as error:
+        raise RunError(
+            f"{index} cannot be read ({type(error).__name__}: {error}); restore it, or "
+            "choose another --run-dir"
+        ) from None
+
+
+def saved_step(backup_dir):
+    """The step of the backup in `backup_dir` (0 without one)."""
+    return read_backup_index(backup_dir).get("step", 0)
+
+
+METRICS = ("bleu", "chrf", "loss")  # the figure's key in the epoch logs is "val_" + metric
+RECORD = "best.json"
+
+
+@dataclasses.dataclass
+class BestState:
+    """Where the watched figure stands: the best checkpoint's step and value (None before the
+    first validation), the validations since it, and whether the run stopped early."""
+
+    metric: str
+    step: int | None = None
+    value: float | None = None
+    since: int = 0
+    stopped: bool = False
+
+    @classmethod
+    def from_dict(cls, record, metric):
+        """The state a backup recorded (`record`, None when it holds none) for `metric`."""
+        return cls(**record) if record else cls(metric)
+
+    def better(self, value):
+        """Whether `value` improves on the best (higher BLEU and chrF, lower loss)."""
+        if not math.isfinite(value):
+            return False
+        if self.value is None:
+            return True
+        return value < self.value if self.metric == "loss" else value > self.value
+
+    def describe(self, value=None):
+        """'validation loss 1.234' or 'validation BLEU 12.34' (of `value`, else the best)."""
+        name = {"bleu": "BLEU", "chrf": "chrF"}.get(self.metric, self.metric)
+        return f"validation {name} {self.value if value is None else value:.4g}"
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+def read_record(directory):
+    """RUN_DIR/best/best.json as a dict, {} when there is none."""
+    path = pathlib.Path(directory) / RECORD
+    return json.loads(path.read_text()) if path.is_file() else {}

@@ -1,8 +1,11 @@
-"""A run directory and what it holds:
+"""A training run's directory, one object (`RunDirectory`): where each thing it holds lives, its
+lock, its run.json and where the run stands (`RunState`); and reading models and their
+tokenizers wherever they lie.
 
 run.json              what a resume must agree with (config, vocabulary, data, precision, seed,
                       steps per epoch, --init-from, --keep-best, --early-stopping), the steps
-                      asked for, and what the finished run wrote
+                      asked for, and what the finished run wrote (paths inside the run relative
+                      to it)
 tokenizer.model       the shared subword vocabulary
 backup/               the exact training state (weights, optimizer, step, --keep-best's) for
                       resuming
@@ -13,8 +16,12 @@ logs/                 TensorBoard: train/ (loss, accuracy, learning rate),
                       validation/ (BLEU, chrF, text, attention)
 model.keras           the average of the last K checkpoints (or the best: --final-model)
 translations.test.txt and .scores.json (BLEU, chrF, chrF++), export/<version>/ (the SavedModel)
+
+Checkpointing: its files and averaging in `programs.checkpoints`, its Keras callbacks (the
+backup, the step checkpoints, the best one) in `training.checkpointing`.
 """
 
+import dataclasses
 import errno
 import fcntl
 import json
@@ -23,15 +30,12 @@ import pathlib
 import zipfile
 
 from programs import checkpoints
+from programs.checkpoints import RunError
 from programs.files import write_text_atomically
 
 SETTINGS_FILE = "run.json"
 TOKENIZER_FILE = "tokenizer.model"
 MODEL_FILE = "model.keras"
-
-
-class RunError(ValueError):
-    """A run directory that cannot be used for this command; nothing in it was changed."""
 
 
 def read_settings(run_dir):
@@ -70,10 +74,71 @@ def differences(previous, current, prefix=""):
             yield f"{prefix}{key}", old, new
 
 
-def save_settings(run_dir, settings):
-    return write_text_atomically(
-        pathlib.Path(run_dir) / SETTINGS_FILE, json.dumps(settings, indent=2)
-    )
+class RunDirectory:
+    """A training run's directory: the path of each thing it holds (the module's table), its
+    lock, its run.json (`read_settings`, `save_settings`) and where the run stands (`state`).
+    Paths the run records are relative to it when inside it (`relative`, `resolve`): a copied
+    run directory names its own files."""
+
+    def __init__(self, path):
+        self.path = pathlib.Path(path)
+
+    def __str__(self):
+        return str(self.path)
+
+    settings_file = property(lambda self: self.path / SETTINGS_FILE)
+    tokenizer = property(lambda self: self.path / TOKENIZER_FILE)
+    model = property(lambda self: self.path / MODEL_FILE)
+    backup = property(lambda self: self.path / "backup")
+    checkpoints = property(lambda self: self.path / "checkpoints")
+    best = property(lambda self: self.path / "best")
+    logs = property(lambda self: self.path / "logs")
+    export = property(lambda self: self.path / "export")  # the default --export-dir
+
+    def translations(self, split):
+        """Where the finished run's translations of `split` go (its scores beside)."""
+        return self.path / f"translations.{split}.txt"
+
+    def lock(self):
+        return RunLock(self.path)
+
+    def read_settings(self):
+        return read_settings(self.path)
+
+    def save_settings(self, settings):
+        return write_text_atomically(self.settings_file, json.dumps(settings, indent=2))
+
+    def state(self):
+        return RunState.read(self)
+
+    def relative(self, path):
+        """`path` as run.json records it: relative to the run when inside it, else absolute."""
+        path, run = pathlib.Path(path).resolve(), self.path.resolve()
+        return str(path.relative_to(run) if path.is_relative_to(run) else path)
+
+    def resolve(self, recorded):
+        """A path run.json records (`relative`'s, or an absolute one), as a path to open."""
+        return None if recorded is None else self.path / recorded
+
+    def build_model(self):
+        """The model that the run trains, freshly initialized (its run.json's config)."""
+        import keras_transformer as kt
+
+        settings = self.read_settings()
+        if "config" not in settings:
+            raise RunError(f"{self} holds no {SETTINGS_FILE} with a model config")
+        return kt.build_transformer(kt.TransformerConfig.from_dict(settings["config"]))
+
+    def averaged_model(self, paths):
+        """The run's model holding the element-wise mean of the step checkpoints at `paths`
+        (§6.1: the paper averages the last 5 or 20)."""
+        model = self.build_model()
+        checkpoints.assign(
+            model,
+            checkpoints.average_checkpoints(paths),
+            source=f"the average of {len(paths)} checkpoints",
+        )
+        return model
 
 
 class RunLock:
@@ -142,28 +207,6 @@ def load_with_tokenizer(model_path, tokenizer_path=None):
     return load_model(model_path), tokenizer_path
 
 
-def build_model(run_dir):
-    """The model that the run in `run_dir` trains, freshly initialized."""
-    import keras_transformer as kt
-
-    settings = read_settings(run_dir)
-    if "config" not in settings:
-        raise RunError(f"{run_dir} holds no {SETTINGS_FILE} with a model config")
-    return kt.build_transformer(kt.TransformerConfig.from_dict(settings["config"]))
-
-
-def averaged_model(run_dir, paths):
-    """The run's model holding the element-wise mean of the step checkpoints at `paths`
-    (§6.1: the paper averages the last 5 or 20)."""
-    model = build_model(run_dir)
-    checkpoints.assign(
-        model,
-        checkpoints.average_checkpoints(paths),
-        source=f"the average of {len(paths)} checkpoints",
-    )
-    return model
-
-
 def load_model(path):
     """A .keras model, or a run's step checkpoint (.weights.npz) in the model its run.json
     describes."""
@@ -175,7 +218,7 @@ def load_model(path):
                 f"{path} is a step checkpoint, but no {SETTINGS_FILE} was found above it to build "
                 "its model"
             )
-        model = build_model(run_dir)
+        model = RunDirectory(run_dir).build_model()
         checkpoints.load_checkpoint(model, path)
         return model
     if path.suffix != ".keras":
@@ -204,3 +247,114 @@ def load_model(path):
     if not isinstance(model, kt.Transformer):
         raise ValueError(f"{path}: a Keras model, but not a keras-transformer Transformer")
     return model
+
+
+# The flag that sets each recorded field (config fields not listed: --preset or --set FIELD).
+FLAGS = {
+    "config.vocab_size": "--vocab-size/--tokenizer",
+    "config.tokens_per_batch": "--tokens-per-batch",
+    "vocabulary": "--vocab-size/--tokenizer",
+    "preset": "--preset",
+    "dataset": "--dataset",
+    "languages": "--source-language/--target-language",
+    "max_length": "--max-length",
+    "phrases": "--phrases/--sentence-repeats",
+    "precision": "--mixed-precision",
+    "seed": "--seed",
+    "steps_per_epoch": "--steps-per-epoch",
+    "init_from": "--init-from",
+    "keep_best": "--keep-best",
+    "early_stopping": "--early-stopping",
+}
+
+
+def flag_of(field):
+    top = field.split(".")[0]
+    if field in FLAGS or top != "config" and top in FLAGS:
+        return FLAGS.get(field, FLAGS[top])
+    if field.startswith("config."):
+        return f"--set {field.removeprefix('config.')}"
+    return field
+
+
+@dataclasses.dataclass
+class RunState:
+    """Where the run in `run_dir` stands: its recorded settings ({} for a new run), the step its
+    backup holds, the step its end was exported at (None if never), and the --keep-best state
+    its backup holds (None without one)."""
+
+    run: object  # the RunDirectory
+    recorded: dict
+    step: int
+    finished_step: int | None
+    best: dict | None = None
+    backed_up: bool = False
+
+    @classmethod
+    def read(cls, run):
+        """Reads run.json and the backup of `run` (a RunDirectory); refuses a directory whose
+        checkpoints have no run.json, or no backup to resume from (never a silent restart)."""
+        recorded = run.read_settings()
+        found = checkpoints.list_checkpoints(run.checkpoints)
+        written = [p for p in (run.checkpoints, run.backup) if p.is_dir() and any(p.iterdir())]
+        if written and not recorded:
+            raise RunError(
+                f"{run} holds {written[0].name}/ but no {SETTINGS_FILE}: it is not a run of this "
+                "program, or its settings are lost; choose another --run-dir"
+            )
+        backup = checkpoints.read_backup_index(run.backup)
+        index = run.backup / checkpoints.BACKUP_INDEX
+        if found and not index.is_file():
+            raise RunError(
+                f"{run.checkpoints} holds checkpoints up to step "
+                f"{checkpoints.step_of(found[-1])} but {index} is missing, so the run cannot "
+                "resume where it stopped; restore the backup, or choose another --run-dir"
+            )
+        finished = (recorded.get("finished") or {}).get("step")
+        step = backup.get("step", 0)
+        return cls(run, recorded, step, finished, backup.get("best"), bool(backup))
+
+    def check(self, settings, steps, steps_flag):
+        """Refuses a command that this run cannot honour, naming each flag: other settings, or
+        fewer `steps` (set by `steps_flag`) than the run has trained."""
+        found = [
+            f"{flag_of(field)}: {old!r} in the run, {new!r} now"
+            for field, old, new in differences(self.recorded, settings)
+        ]
+        if found:
+            vocabulary = any(line.startswith("--vocab-size") for line in found)
+            raise RunError(
+                ("vocabulary mismatch: " if vocabulary else "")
+                + f"{self.run} holds a run with other settings ({self.run.settings_file}); "
+                + "; ".join(found)
+                + ". Repeat the run's own settings to continue it, or choose another --run-dir."
+            )
+        if self.step > steps:
+            raise RunError(
+                f"{steps_flag}: the run in {self.run} has trained {self.step} steps "
+                f"already; give --steps {self.step} or more"
+            )
+
+    @property
+    def finished(self):
+        """Whether the run's end at the backup's step was already averaged and exported."""
+        return self.step > 0 and self.finished_step == self.step
+
+    @property
+    def stopped_early(self):
+        """Whether --early-stopping ended the training (it does not train on)."""
+        return bool(self.best and self.best.get("stopped"))
+
+    def complete(self, steps):
+        """Whether nothing is left to do for `steps`: the end is exported, at those steps or
+        after an early stop."""
+        return self.finished and (steps == self.step or self.stopped_early)
+
+    def save(self, settings, steps, finished=None):
+        """Writes run.json: the settings, the steps asked for, and the finished record (kept
+        from before unless a new one is given)."""
+        record = {**settings, "steps": steps}
+        record["finished"] = finished or self.recorded.get("finished")
+        self.recorded = record
+        self.finished_step = (record["finished"] or {}).get("step")
+        return self.run.save_settings(record)

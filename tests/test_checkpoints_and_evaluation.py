@@ -15,7 +15,8 @@ import keras_transformer as kt
 from programs import checkpoints, run_dir
 from programs.versions import export_for_serving
 from training import average_checkpoints, evaluate
-from training.callbacks import Backup, StepCheckpoints, StopOnNaN, TrainingDiverged
+from training.callbacks import StopOnNaN
+from training.checkpointing import Backup, StepCheckpoints, TrainingDiverged
 
 CONFIG = kt.TransformerConfig.preset("tiny", vocab_size=40, num_layers=1)
 
@@ -49,7 +50,7 @@ def test_checkpoint_round_trip_and_mismatch(tmp_path):
 
 def make_run(tmp_path, seeds):
     """A run directory with run.json and one checkpoint per seed (steps 100, 200, ...)."""
-    run_dir.save_settings(tmp_path, {"config": CONFIG.to_dict()})
+    run_dir.RunDirectory(tmp_path).save_settings({"config": CONFIG.to_dict()})
     models = [fresh_model(seed) for seed in seeds]
     for step, model in enumerate(models, start=1):
         checkpoints.save_checkpoint(
@@ -124,7 +125,7 @@ def test_step_checkpoints_keep_the_last_k_and_nan_stops_before_saving(tmp_path):
     assert [checkpoints.step_of(p) for p in checkpoints.list_checkpoints(ckpt_dir)] == [2, 4]
     for path in checkpoints.list_checkpoints(ckpt_dir):
         assert all(np.isfinite(w).all() for w in checkpoints.read_checkpoint(path).values())
-    assert Backup.saved_step(backup_dir) == 4  # 2 batches per epoch: epochs 1-2 completed
+    assert checkpoints.saved_step(backup_dir) == 4  # 2 batches per epoch: epochs 1-2 completed
     restored = fresh_model(5)
     restored.compile(optimizer=kt.create_optimizer(CONFIG), loss=kt.LabelSmoothedCrossEntropy())
     assert Backup.restore(restored, backup_dir) == 4
@@ -163,10 +164,10 @@ def test_weights_made_nan_by_an_update_are_never_saved(tmp_path):
     ):
         model.fit(x, x["target"], batch_size=4, epochs=10, callbacks=callbacks, verbose=0)
     assert [checkpoints.step_of(p) for p in checkpoints.list_checkpoints(ckpt_dir)] == [2]
-    assert Backup.saved_step(backup_dir) == 2
+    assert checkpoints.saved_step(backup_dir) == 2
     with pytest.raises(TrainingDiverged, match="step-0000004.weights.h5 was not written"):
         callbacks[-1].save()  # the backup, at step 4
-    assert Backup.saved_step(backup_dir) == 2 and len(list(backup_dir.glob("*.h5"))) == 1
+    assert checkpoints.saved_step(backup_dir) == 2 and len(list(backup_dir.glob("*.h5"))) == 1
 
 
 @pytest.fixture(scope="module")

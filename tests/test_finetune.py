@@ -14,8 +14,8 @@ from conftest import ENGLISH_NUMBERS, GERMAN_NUMBERS
 
 from programs import checkpoints
 from programs.run_dir import load_model
-from training import best, summary, train
-from training.callbacks import current_step
+from training import checkpointing, summary, train
+from training.checkpointing import current_step
 from training.plan import TrainingPlan
 from training.trainer import Trainer
 
@@ -149,7 +149,7 @@ def test_best_kept_apart_exported_early_stop_and_resume(
     assert [checkpoints.step_of(p) for p in checkpoints.list_checkpoints(out / "checkpoints")] == [
         6
     ]
-    assert best.read_record(out / "best") == {
+    assert checkpoints.read_record(out / "best") == {
         "step": 4,
         "metric": "loss",
         "value": 2.0,
@@ -194,13 +194,13 @@ def test_a_best_checkpoint_written_after_the_backup_is_dropped_on_resume(tmp_pat
     epoch it trains and validates again."""
     for step in (4, 8):
         np.savez(checkpoints.checkpoint_path(tmp_path, step), w=np.zeros(1))
-    state = best.BestState("bleu", step=4, value=7.5, since=1)
-    best.KeepBest(tmp_path, state, patience=3).on_train_begin()
+    state = checkpoints.BestState("bleu", step=4, value=7.5, since=1)
+    checkpointing.KeepBest(tmp_path, state, patience=3).on_train_begin()
     assert [p.name for p in checkpoints.list_checkpoints(tmp_path)] == ["step-0000004.weights.npz"]
-    assert best.read_record(tmp_path)["step"] == 4
-    assert best.BestState.from_dict(state.to_dict(), "bleu") == state
+    assert checkpoints.read_record(tmp_path)["step"] == 4
+    assert checkpoints.BestState.from_dict(state.to_dict(), "bleu") == state
     assert not state.better(7.5) and state.better(7.6) and not state.better(float("nan"))
-    assert best.BestState("loss", 4, 2.0).better(1.9)
+    assert checkpoints.BestState("loss", 4, 2.0).better(1.9)
 
 
 @pytest.mark.parametrize(

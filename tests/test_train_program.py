@@ -411,7 +411,7 @@ def test_sigterm_backs_up_the_step_and_the_run_resumes_there(number_data, tmp_pa
 
     import keras_transformer as kt
     from programs import checkpoints, run_dir
-    from training.callbacks import Backup
+    from training.checkpointing import Backup
 
     out = tmp_path / "run"
     args = tiny_run(number_data, out, "--steps", "60", "--steps-per-epoch", "20")
@@ -430,11 +430,11 @@ def test_sigterm_backs_up_the_step_and_the_run_resumes_there(number_data, tmp_pa
         time.sleep(0.02)
     process.send_signal(signal.SIGTERM)
     stderr = process.communicate(timeout=120)[1]
-    step = Backup.saved_step(out / "backup")
+    step = checkpoints.saved_step(out / "backup")
     assert process.returncode == 143 and 3 <= step < 60, stderr[-3000:]
     assert f"stopped by SIGTERM after step {step}, which the backup in {out / 'backup'}" in stderr
     assert not (out / "export").exists()
-    model = run_dir.build_model(out)
+    model = run_dir.RunDirectory(out).build_model()
     model.compile(optimizer=kt.create_optimizer(model.config), loss=kt.LabelSmoothedCrossEntropy())
     assert Backup.restore(model, out / "backup") == step
     expected = checkpoints.read_checkpoint(checkpoints.checkpoint_path(out / "checkpoints", step))
@@ -454,10 +454,10 @@ def test_accumulated_updates_and_checkpoints_every_few_minutes(
     --checkpoint-minutes 1 alone: a checkpoint whenever a minute passed since the last (the
     clock below advances 10 s at each reading: one at the start, one per step), and one at the
     end."""
-    from training import callbacks
+    from training import checkpointing
 
     out = tmp_path / "run"
-    monkeypatch.setattr(callbacks, "time", SteppingClock())
+    monkeypatch.setattr(checkpointing, "time", SteppingClock())
     args = ["--steps", "14", "--steps-per-epoch", "7", "--bleu-sentences", "0"]
     args += ["--accumulate-steps", "2", "--checkpoint-minutes", "1", "--keep-checkpoints", "9"]
     train.main(tiny_run(number_data, out, *args))
@@ -538,8 +538,9 @@ def test_run_cut_by_max_minutes_is_backed_up_and_trains_on_from_that_step(
     """--max-minutes stops the run inside its second epoch: the backup holds that very step
     (the partial epoch is backed up like any other), and the same command again trains on from
     it, keeps the cut run's checkpoints, ends at --steps exactly and exports a second version."""
+    from programs import checkpoints
     from programs.checkpoints import checkpoint_path
-    from training import callbacks
+    from training import callbacks, checkpointing
 
     out = tmp_path / "run"
     args = tiny_run(
@@ -565,16 +566,16 @@ def test_run_cut_by_max_minutes_is_backed_up_and_trains_on_from_that_step(
         "the time limit of 5 minutes is reached" in printed.out
         and "training stopped at step 31" in printed.err
     )
-    assert callbacks.Backup.saved_step(out / "backup") == 31
+    assert checkpoints.saved_step(out / "backup") == 31
     assert checkpoints_steps(out) == [10, 20, 30, 31]
     cut = checkpoint_path(out / "checkpoints", 30).read_bytes()
 
     monkeypatch.undo()  # the real clock: 5 minutes are plenty for the 29 steps left
-    backed_up, save = [], callbacks.Backup.save
+    backed_up, save = [], checkpointing.Backup.save
     monkeypatch.setattr(
-        callbacks.Backup,
+        checkpointing.Backup,
         "save",
-        lambda self: backed_up.append(callbacks.current_step(self.model)) or save(self),
+        lambda self: backed_up.append(checkpointing.current_step(self.model)) or save(self),
     )
     train.main(args)
     printed = capsys.readouterr()

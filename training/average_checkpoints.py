@@ -34,24 +34,23 @@ def build_parser():
 def main(argv=None):
     args = flags.parse(build_parser(), argv)
 
-    from programs import checkpoints, run_dir
+    from programs import checkpoints
     from programs.files import write_atomically
+    from programs.run_dir import RunDirectory
 
-    paths = (
-        args.checkpoints or checkpoints.list_checkpoints(args.run_dir / "checkpoints")[-args.last :]
-    )
-    output = args.output or args.run_dir / "averaged.keras"
+    run = RunDirectory(args.run_dir)
+    paths = args.checkpoints or checkpoints.list_checkpoints(run.checkpoints)[-args.last :]
+    output = args.output or run.path / "averaged.keras"
     try:
-        if not (args.run_dir / run_dir.SETTINGS_FILE).is_file():
+        if not run.settings_file.is_file():
             raise ValueError(
-                f"--run-dir {args.run_dir} holds no {run_dir.SETTINGS_FILE}; it is not a run "
-                "directory"
+                f"--run-dir {run}: no {run.settings_file.name} in it; it is not a run directory"
             )
         if not paths:
-            raise ValueError(f"{args.run_dir / 'checkpoints'} holds no checkpoints")
+            raise ValueError(f"{run.checkpoints} holds no checkpoints")
         if output.suffix != ".keras":
             raise ValueError(f"--output {output}: the file name must end in .keras")
-        model = run_dir.averaged_model(args.run_dir, paths)
+        model = run.averaged_model(paths)
     except (ValueError, OSError) as error:
         console.fail(error)
     write_atomically(output, model.save)

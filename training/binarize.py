@@ -70,7 +70,9 @@ def check(args):
     if args.dataset.startswith("binarized:"):
         raise ValueError("--dataset binarized:DIR is binarized already")
     if args.run_dir is not None:
-        args.tokenizer = args.run_dir / "tokenizer.model"
+        from programs.run_dir import RunDirectory
+
+        args.tokenizer = RunDirectory(args.run_dir).tokenizer
         if not args.tokenizer.is_file():
             raise ValueError(f"--run-dir {args.run_dir}: no tokenizer.model in it")
     elif args.tokenizer is not None and not args.tokenizer.is_file():

@@ -1,6 +1,7 @@
-"""The callbacks of a training run: step checkpoints, an exact backup, TensorBoard with the
-training step as its axis, BLEU and sample translations on the validation split (TensorFlow), the
-validation loss, a stop on NaN that keeps the last good state, and an optional wall-clock bound.
+"""The callbacks of a training run besides checkpointing (`programs.checkpoints`): TensorBoard
+with the training step as its axis, BLEU and sample translations on the validation split
+(TensorFlow), the validation loss, a stop on NaN that keeps the last good state, a stop on
+SIGTERM, at the plan's step and after a wall-clock bound.
 
 The callbacks that act during an epoch count the steps from the batches `fit` reports
 (`StepCounter`) instead of reading the optimizer's counter: under JAX, reading the model in the
@@ -10,7 +11,6 @@ the stop). With `compile(steps_per_execution=N)`, `fit` reports every N steps, s
 steps that are multiples of N; the Trainer refuses settings that need any other step.
 """
 
-import json
 import math
 import pathlib
 import signal
@@ -21,50 +21,7 @@ import keras
 import numpy as np
 
 from programs import checkpoints
-from programs.files import ensure_room, write_atomically, write_text_atomically
-from programs.run_dir import RunError
-
-
-def current_step(model):
-    """Updates applied so far (the optimizer's iteration counter)."""
-    return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-
-
-class StepCounter(keras.callbacks.Callback):
-    """A callback that knows the training step without reading the model: the optimizer's
-    counter once when training begins, then the batches of each epoch `fit` reports (`batch`
-    counts from 0 in every epoch; under steps_per_execution it is the execution's last)."""
-
-    step = 0
-
-    def on_train_begin(self, logs=None):
-        self.step = self.epoch_start = current_step(self.model)
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.epoch_start = self.step
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.step = self.epoch_start + batch + 1
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss became NaN or infinite."""
-
-
-def check_finite(model, weights, path):
-    """Raises TrainingDiverged, naming the last finite checkpoint, when `weights` ({name:
-    array}) hold a NaN or an infinity: `path` is then not written."""
-    bad = [name for name, value in weights.items() if not np.isfinite(value).all()]
-    if bad:
-        checkpoint_dir = pathlib.Path(path).parents[1] / "checkpoints"
-        latest = checkpoints.list_checkpoints(checkpoint_dir)
-        raise TrainingDiverged(
-            f"the weights hold NaN or infinite values at step {current_step(model)} ({bad[0]}"
-            f"{f' and {len(bad) - 1} more' if len(bad) > 1 else ''}), though the loss logged "
-            f"was finite; {path} was not written. The last finite checkpoint is "
-            f"{latest[-1] if latest else '(none yet)'}. Try a lower learning rate (more --set "
-            "warmup_steps=...) or --mixed-precision bf16 or off instead of fp16."
-        )
+from training.checkpointing import StepCounter, TrainingDiverged, current_step
 
 
 class StopOnNaN(keras.callbacks.Callback):
@@ -87,100 +44,6 @@ class StopOnNaN(keras.callbacks.Callback):
                 "warmup_steps=...), --mixed-precision bf16 or off instead of fp16, or a smaller "
                 "--tokens-per-batch."
             )
-
-
-class Backup(keras.callbacks.Callback):
-    """The exact training state (the model's and the optimizer's variables) for resuming a
-    stopped or killed run: at the start of a new run (step 0), at the end of every epoch, and
-    at the end of training, a partial epoch included (--max-minutes, --steps): written as
-    `BACKUP_DIR/step-N.weights.h5`, then `BACKUP_DIR/backup.json` naming it and its step, each
-    atomically and by the chief only, so that the file named is always whole. `restore` loads
-    it before `fit`; the run goes on from its step. With `keep_best` (a `best.KeepBest`, listed
-    before the backup) the index also holds its state, which is then committed."""
-
-    INDEX = "backup.json"
-
-    def __init__(self, backup_dir, chief=True, keep_best=None):
-        super().__init__()
-        self.backup_dir, self.chief = pathlib.Path(backup_dir), chief
-        self.keep_best = keep_best
-
-    @classmethod
-    def read_index(cls, backup_dir):
-        """backup.json's {"step", "weights", "best"} ({} without one; "best": the state of
-        --keep-best, or None); RunError naming the file when it cannot be read (or was written
-        by a version that recorded epochs, not steps)."""
-        index = pathlib.Path(backup_dir) / cls.INDEX
-        if not index.is_file():
-            return {}
-        try:
-            record = json.loads(index.read_text())
-            if isinstance(record, dict) and "epoch" in record and "step" not in record:
-                raise RunError(
-                    f"{index} was written by an earlier keras-transformer, which backed up "
-                    "epochs, not steps: finish that run with the version that started it, or "
-                    "start a new --run-dir"
-                )
-            best = record.get("best")
-            if best is not None and not isinstance(best, dict):
-                raise TypeError(f"'best' is {best!r}")
-            return {"step": int(record["step"]), "weights": str(record["weights"]), "best": best}
-        except (ValueError, KeyError, TypeError, AttributeError, OSError) as error:
-            raise RunError(
-                f"{index} cannot be read ({type(error).__name__}: {error}); restore it, or "
-                "choose another --run-dir"
-            ) from None
-
-    @classmethod
-    def saved_step(cls, backup_dir):
-        """The step of the backup in `backup_dir` (0 without one)."""
-        return cls.read_index(backup_dir).get("step", 0)
-
-    @classmethod
-    def restore(cls, model, backup_dir):
-        """Loads the backup into a compiled `model` (its optimizer is built first) and returns
-        its step (0 without a backup)."""
-        index = cls.read_index(backup_dir)
-        if index:
-            if not model.optimizer.built:
-                model.optimizer.build(model.trainable_variables)
-            weights = pathlib.Path(backup_dir) / index["weights"]
-            try:
-                model.load_weights(weights)
-            except Exception as error:  # h5py's and Keras's errors vary
-                raise RunError(
-                    f"{weights} cannot be read ({type(error).__name__}: "
-                    f"{' '.join(str(error).split())[:200]}); the backup is cut or corrupt: "
-                    "restore it, or choose another --run-dir"
-                ) from None
-        return index.get("step", 0)
-
-    def save(self):
-        if not self.chief:
-            return
-        step = current_step(self.model)
-        name = f"step-{step:07d}.weights.h5"
-        check_finite(self.model, checkpoints.weights_of(self.model), self.backup_dir / name)
-        variables = [*self.model.weights, *self.model.optimizer.variables]
-        size = sum(math.prod(v.shape) * np.dtype(v.dtype).itemsize for v in variables)
-        ensure_room(self.backup_dir / name, int(size * 1.1) + 2**20)  # with h5's overhead
-        write_atomically(self.backup_dir / name, self.model.save_weights)
-        index = {"step": step, "weights": name}
-        if self.keep_best:
-            index["best"] = self.keep_best.state.to_dict()
-        write_text_atomically(self.backup_dir / self.INDEX, json.dumps(index))
-        if self.keep_best:
-            self.keep_best.commit()
-        for old in self.backup_dir.glob("*.weights.h5"):
-            if old.name != name:
-                old.unlink()
-
-    def on_train_begin(self, logs=None):
-        if not (self.backup_dir / self.INDEX).is_file():
-            self.save()  # a run killed before its first epoch ends resumes from here
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.save()
 
 
 class StopOnSignal(keras.callbacks.Callback):
@@ -219,60 +82,6 @@ class StopAtStep(StepCounter):
         super().on_train_batch_end(batch, logs)
         if self.step >= self.steps:
             self.model.stop_training = True
-
-
-class StepCheckpoints(StepCounter):
-    """Writes the weights every `every` steps, whenever `minutes` of training passed since the
-    last checkpoint (§6.1: the paper wrote one every 10 minutes), and at the end, keeping the
-    last `keep`. `every` or `minutes` may be None."""
-
-    def __init__(self, directory, every, keep, chief=True, minutes=None):
-        super().__init__()
-        self.directory, self.every, self.keep, self.chief = (
-            pathlib.Path(directory),
-            every,
-            keep,
-            chief,
-        )
-        self.seconds = minutes * 60 if minutes else None
-
-    def on_train_begin(self, logs=None):
-        """A resumed run drops the checkpoints its killed predecessor wrote after the backup:
-        they belong to steps it will train again."""
-        super().on_train_begin(logs)
-        if self.seconds:
-            self.last_time = time.monotonic()
-        if self.chief:
-            for path in checkpoints.list_checkpoints(self.directory):
-                if checkpoints.step_of(path) > self.step:
-                    path.unlink()
-
-    def save(self):
-        if not self.chief:
-            return
-        path = checkpoints.checkpoint_path(self.directory, current_step(self.model))
-        if not path.exists():
-            checkpoints.save_checkpoint(
-                self.model, path, check=lambda weights: check_finite(self.model, weights, path)
-            )
-        for old in checkpoints.list_checkpoints(self.directory)[: -self.keep]:
-            old.unlink()
-
-    def on_train_batch_end(self, batch, logs=None):
-        super().on_train_batch_end(batch, logs)
-        due = bool(self.every) and self.step % self.every == 0
-        if self.seconds:
-            now = time.monotonic()
-            if due or now - self.last_time >= self.seconds:
-                due, self.last_time = True, now
-        if due:
-            self.save()
-
-    def on_train_end(self, logs=None):
-        """The end of training (the plan's step, the time limit, a signal, early stopping all
-        stop it), not the end of the first of two fits of a resume in mid-epoch."""
-        if self.model.stop_training:
-            self.save()
 
 
 class StepSummaries(StepCounter):

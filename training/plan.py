@@ -76,7 +76,9 @@ class TrainingPlan:
         (PAPER_TRAINING) where they are not given, RUN_DIR/export, and the small preset unless
         --init-from gives the config."""
         paper = PAPER_TRAINING.get(self.preset, OTHER_TRAINING)
-        filled = {"export_dir": self.export_dir or self.run_dir / "export"}
+        from programs.run_dir import RunDirectory
+
+        filled = {"export_dir": self.export_dir or RunDirectory(self.run_dir).export}
         if self.preset is None and not self.init_from:
             filled["preset"] = "small"
         if self.steps is None and self.epochs is None:
@@ -134,6 +136,33 @@ class TrainingPlan:
                 "--keep-best validates on --bleu-sentences pairs; --bleu-sentences 0 leaves none"
             )
         return self
+
+    def settings(self, config, languages, precision):
+        """What a resume of this run must agree with (run.json's settings)."""
+        from programs.run_dir import tokenizer_beside
+        from training.finetune import with_model_tokenizer
+
+        if self.tokenizer:
+            vocabulary = {"tokenizer": str(self.tokenizer)}
+        elif with_model_tokenizer(self):
+            vocabulary = {"tokenizer": str(tokenizer_beside(self.init_from))}
+        else:
+            vocabulary = {"vocab_size": self.vocab_size or DEFAULT_VOCAB_SIZE}
+        return {
+            "preset": self.preset,
+            "config": config.to_dict(),
+            "vocabulary": vocabulary,
+            "dataset": self.dataset,
+            "languages": list(languages),
+            "max_length": self.max_length,
+            "phrases": {"sentence_repeats": self.sentence_repeats} if self.phrases else None,
+            "precision": precision,
+            "seed": self.seed,
+            "steps_per_epoch": self.steps_per_epoch,
+            "init_from": str(self.init_from) if self.init_from else None,
+            "keep_best": self.keep_best,
+            "early_stopping": self.early_stopping,
+        }
 
     @property
     def config_overrides(self):

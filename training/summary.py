@@ -14,10 +14,9 @@ import pathlib
 import shlex
 
 from programs import checkpoints, console, flags
-from programs.run_dir import SETTINGS_FILE
+from programs.run_dir import RunDirectory
 from programs.versions import latest_version
 
-SCORES_FILE = "translations.test.txt.scores.json"
 DEMO_DIRS = (
     pathlib.Path("runs/demo"),
     pathlib.Path("exports/transformer"),
@@ -26,38 +25,39 @@ DEMO_DIRS = (
 
 def summary(run_dir, export_dir):
     """The summary's lines."""
-    run_dir, export_dir = pathlib.Path(run_dir), pathlib.Path(export_dir)
-    lines = [f"Summary of the run in {run_dir}:", *score_lines(run_dir / SCORES_FILE)]
-    found = checkpoints.list_checkpoints(run_dir / "checkpoints")
+    run, export_dir = RunDirectory(run_dir), pathlib.Path(export_dir)
+    scores = run.translations("test").with_name(run.translations("test").name + ".scores.json")
+    lines = [f"Summary of the run in {run}:", *score_lines(scores)]
+    found = checkpoints.list_checkpoints(run.checkpoints)
     lines.append(
         f"  training steps: {checkpoints.step_of(found[-1])}"
         if found
-        else f"  training steps: unknown, {run_dir / 'checkpoints'} holds no step checkpoint"
+        else f"  training steps: unknown, {run.checkpoints} holds no step checkpoint"
     )
-    lines.append(f"  {'final model:':19}{final_model(run_dir)}")
+    lines.append(f"  {'final model:':19}{final_model(run)}")
     try:
         export = latest_version(export_dir)
     except FileNotFoundError:
         export = None
     for what, path in (
-        ("model", run_dir / "model.keras"),
+        ("model", run.model),
         ("export", export),
-        ("TensorBoard logs", run_dir / "logs"),
-        ("test translations", run_dir / "translations.test.txt"),
+        ("TensorBoard logs", run.logs),
+        ("test translations", run.translations("test")),
     ):
         missing = " (missing)" if path is not None and not path.exists() else ""
         lines.append(f"  {what + ':':19}{path or f'none in {export_dir}'}{missing}")
-    return lines + next_lines(run_dir, export_dir)
+    return lines + next_lines(run, export_dir)
 
 
-def final_model(run_dir):
+def final_model(run):
     """What the finished run's model.keras is, as run.json records it (read as JSON alone:
     the summary starts no TensorFlow)."""
     try:
-        finished = json.loads((run_dir / SETTINGS_FILE).read_text()).get("finished") or {}
+        finished = json.loads(run.settings_file.read_text()).get("finished") or {}
         return finished.get("exported", "unknown: the run has not finished")
     except (OSError, ValueError, AttributeError) as error:
-        return f"unknown ({run_dir / SETTINGS_FILE}: {type(error).__name__})"
+        return f"unknown ({run.settings_file}: {type(error).__name__})"
 
 
 def score_lines(scores_file):
@@ -78,21 +78,21 @@ def score_lines(scores_file):
         ]
 
 
-def next_lines(run_dir, export_dir):
+def next_lines(run, export_dir):
     """Commands to try next (tests/test_layout.py parses each with its program's parser)."""
     quoted = {
         name: shlex.quote(str(path))
         for name, path in (
-            ("run", run_dir),
+            ("run", run.path),
             ("export", export_dir),
-            ("model", run_dir / "model.keras"),
-            ("logs", run_dir / "logs"),
-            ("greedy", run_dir / "translations.test.greedy.txt"),
+            ("model", run.model),
+            ("logs", run.logs),
+            ("greedy", run.translations("test.greedy")),
         )
     }
     demo = (
         ""
-        if (run_dir, export_dir) == DEMO_DIRS
+        if (run.path, export_dir) == DEMO_DIRS
         else f" DEMO_DIR={quoted['run']} DEMO_EXPORT={quoted['export']}"
     )
     return [

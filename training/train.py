@@ -214,7 +214,7 @@ def add_selection(group):
 @console.program
 def main(argv=None):
     args = flags.parse(build_parser(), argv)
-    from training.callbacks import TrainingDiverged
+    from training.checkpointing import TrainingDiverged
     from training.plan import TrainingPlan
     from training.trainer import Interrupted, Trainer
 

@@ -19,12 +19,10 @@ import shutil
 import sys
 import tempfile
 
-from programs import run_dir
-from programs.run_dir import MODEL_FILE, TOKENIZER_FILE, RunError
+from programs.run_dir import RunDirectory, RunError
 from training import finetune
 from training.datasets import train_tokenizer
 from training.plan import DEFAULT_VOCAB_SIZE
-from training.run_state import RunState, settings_of
 
 TFDS_COUNTED = 10000  # pairs of a tfds training split counted before training (all with --epochs)
 # Steps per execution under JAX (without --steps-per-execution), largest first: see
@@ -60,6 +58,7 @@ class Trainer:
 
     def __init__(self, plan):
         self.plan = plan
+        self.directory = RunDirectory(plan.run_dir)
         self.scratch = None  # a temporary directory for a tokenizer trained before the checks
         self.initial_weights = None  # {path: array} of --init-from, for a new run
 
@@ -79,7 +78,7 @@ class Trainer:
         until the block ends."""
         from training import runtime
 
-        lock = run_dir.RunLock(self.plan.run_dir) if runtime.is_chief() else None
+        lock = self.directory.lock() if runtime.is_chief() else None
         with lock or contextlib.nullcontext(), tempfile.TemporaryDirectory() as scratch:
             self.scratch = pathlib.Path(scratch)
             self.prepare()
@@ -108,7 +107,7 @@ class Trainer:
             plan.phrases,
             plan.sentence_repeats,
         )
-        self.state = RunState.read(plan.run_dir)
+        self.state = self.directory.state()
         self.check_binarized_tokenizer()
         self.steps_per_epoch = plan.steps_per_epoch
         early = self.settings()
@@ -127,7 +126,7 @@ class Trainer:
         all stop together when it fails."""
         from training import runtime
 
-        own = self.plan.run_dir / TOKENIZER_FILE
+        own = self.directory.tokenizer
         failure = None
         try:
             if self.chief:
@@ -152,7 +151,7 @@ class Trainer:
 
         plan = self.plan
         if plan.init_from:
-            recorded = run_dir.read_settings(plan.run_dir).get("config")
+            recorded = self.directory.read_settings().get("config")
             base = recorded or finetune.model_config(plan.init_from)  # the file, checked first
             config = finetune.fine_tuning_config(plan, base, self.vocab_size(), bool(recorded))
         else:
@@ -191,7 +190,7 @@ class Trainer:
         binarized = self.binarized()
         if not binarized:
             return
-        own = self.plan.run_dir / TOKENIZER_FILE
+        own = self.directory.tokenizer
         for path, what in (
             (own if own.is_file() else None, f"the run's {own}"),
             (self.plan.tokenizer, f"--tokenizer {self.plan.tokenizer}"),
@@ -219,7 +218,7 @@ class Trainer:
             return binarized.vocab_size
         from keras_transformer.tokenizer import checked_processor
 
-        own = self.plan.run_dir / TOKENIZER_FILE
+        own = self.directory.tokenizer
         path = own if own.is_file() else self.plan.tokenizer or self.model_tokenizer()
         if not path:
             return self.plan.vocab_size or DEFAULT_VOCAB_SIZE
@@ -273,7 +272,7 @@ class Trainer:
             )
 
     def settings(self):
-        settings = settings_of(self.plan, self.config, self.dataset.languages, self.precision)
+        settings = self.plan.settings(self.config, self.dataset.languages, self.precision)
         binarized = self.binarized()
         if binarized:  # the ids' tokenizer, whatever the flags
             settings["vocabulary"] = {"binarized": binarized.index["tokenizer"]["sha256"]}
@@ -291,7 +290,7 @@ class Trainer:
     def load_tokenizer(self):
         """The run's own tokenizer, else --tokenizer, else one trained now on the training split
         into a temporary directory (the run gets it once every check has passed)."""
-        own = self.plan.run_dir / TOKENIZER_FILE
+        own = self.directory.tokenizer
         binarized = self.binarized()
         if binarized:  # its ids' tokenizer, checked against the run's; text needs TensorFlow
             self.tokenizer_file = binarized.tokenizer_path
@@ -304,7 +303,7 @@ class Trainer:
             f"training a {self.config.vocab_size}-piece vocabulary on the training split of "
             f"{self.dataset.spec}"
         )
-        self.tokenizer_file = self.scratch / TOKENIZER_FILE
+        self.tokenizer_file = self.scratch / self.directory.tokenizer.name
         try:
             tokenizer = train_tokenizer(self.dataset, self.config.vocab_size, self.tokenizer_file)
         except ValueError as error:
@@ -418,7 +417,7 @@ class Trainer:
         then changes nothing in the run directory."""
         from programs.files import write_atomically
 
-        own = self.plan.run_dir / TOKENIZER_FILE
+        own = self.directory.tokenizer
         if not own.is_file():
             write_atomically(own, lambda path: shutil.copyfile(self.tokenizer_file, path))
         if not self.state.recorded:
@@ -438,7 +437,7 @@ class Trainer:
             self.tokenizer = kt.SubwordTokenizer.load(own)
             self.config = dataclasses.replace(self.config, vocab_size=self.tokenizer.vocab_size)
         self.initial_weights = self.read_initial_weights()
-        recorded = run_dir.read_settings(self.plan.run_dir)
+        recorded = self.directory.read_settings()
         self.steps_per_epoch = recorded["steps_per_epoch"]
         self.steps = self.plan.steps or self.plan.epochs * self.steps_per_epoch  # as the chief
         self.validation_pairs, self.test_pairs, self.validation_batches = [], [], []
@@ -450,18 +449,19 @@ class Trainer:
         import keras
 
         from programs import checkpoints
-        from training.callbacks import Backup, StopOnSignal, current_step
+        from training.callbacks import StopOnSignal
+        from training.checkpointing import Backup, current_step
         from training.scoring import progress_verbosity
 
         model = self.compiled_model()
         with self.strategy.scope():
-            step = Backup.restore(model, self.plan.run_dir / "backup")
+            step = Backup.restore(model, self.directory.backup)
             if self.initial_weights is not None:  # a new fine-tuning run
                 source = f"--init-from {self.plan.init_from}"
                 checkpoints.assign(model, self.initial_weights, source=source)
                 log(f"fine-tuning from {self.plan.init_from}, with a fresh optimizer and schedule")
         if step:
-            log(f"resumed from the backup in {self.plan.run_dir / 'backup'} at step {step}")
+            log(f"resumed from the backup in {self.directory.backup} at step {step}")
         if self.chief and self.state.recorded.get("steps") != self.steps:
             self.state.save(self.settings(), self.steps)  # the resume is accepted
         model.summary(print_fn=lambda line, **_: log(line))
@@ -488,7 +488,7 @@ class Trainer:
         if stop_on_signal.received:
             raise Interrupted(
                 f"stopped by SIGTERM after step {current_step(model)}, which the backup in "
-                f"{self.plan.run_dir / 'backup'} holds; the same command continues the run"
+                f"{self.directory.backup} holds; the same command continues the run"
             )
         return model
 
@@ -555,14 +555,14 @@ class Trainer:
         AUTO_STEPS_PER_EXECUTION that divides every step the callbacks act at."""
         import keras
 
-        from training.callbacks import Backup
+        from programs.checkpoints import saved_step
 
         plan = self.plan
-        start = Backup.saved_step(plan.run_dir / "backup")
+        start = saved_step(self.directory.backup)
         if plan.steps_per_execution:
             n = plan.steps_per_execution
             for what, value in (
-                (f"the backup in {plan.run_dir / 'backup'} holds step", start),
+                (f"the backup in {self.directory.backup} holds step", start),
                 ("--epochs: an epoch of the training data is", self.steps_per_epoch),
             ):
                 if value % n:
@@ -624,14 +624,14 @@ class Trainer:
         epochs); the time limit."""
         import keras
 
-        from training import callbacks
-        from training.best import KeepBest
+        from training import callbacks, checkpointing
+        from training.checkpointing import KeepBest
 
-        plan, out = self.plan, self.plan.run_dir
+        plan, run = self.plan, self.directory
         listed = [
-            callbacks.StopOnNaN(out / "checkpoints", out / "backup"),
-            callbacks.StepCheckpoints(
-                out / "checkpoints",
+            callbacks.StopOnNaN(run.checkpoints, run.backup),
+            checkpointing.StepCheckpoints(
+                run.checkpoints,
                 plan.checkpoint_interval,
                 plan.keep_checkpoints,
                 self.chief,
@@ -641,9 +641,9 @@ class Trainer:
         ]
         listed += self.chief_callbacks() if self.chief else []
         keep_best = next((c for c in listed if isinstance(c, KeepBest)), None)
-        listed.append(callbacks.Backup(out / "backup", self.chief, keep_best))
+        listed.append(checkpointing.Backup(run.backup, self.chief, keep_best))
         if self.chief and on_tensorflow():
-            listed.append(keras.callbacks.TensorBoard(str(out / "logs")))  # epoch summaries
+            listed.append(keras.callbacks.TensorBoard(str(run.logs)))  # epoch summaries
         if plan.max_minutes:
             listed.append(callbacks.TimeLimit(plan.max_minutes))
         return listed
@@ -651,10 +651,11 @@ class Trainer:
     def chief_callbacks(self):
         import keras
 
+        from programs.checkpoints import BestState
         from training import callbacks
-        from training.best import BestState, KeepBest
+        from training.checkpointing import KeepBest
 
-        plan, out = self.plan, self.plan.run_dir
+        plan, run = self.plan, self.directory
         listed = []
         if self.validation_batches:
             listed.append(callbacks.ValidationLoss(self.validation_batches))
@@ -673,19 +674,17 @@ class Trainer:
                 callbacks.TranslationMonitor(
                     self.tokenizer,
                     self.validation_pairs[: plan.bleu_sentences],
-                    out / "logs" / "validation",
+                    run.logs / "validation",
                     samples=plan.samples,
                 )
             )
         if plan.keep_best:
             state = BestState.from_dict(self.state.best, plan.keep_best)
             measure = self.validation_figure if plan.keep_best == "loss" else None
-            listed.append(KeepBest(out / "best", state, plan.early_stopping, measure))
+            listed.append(KeepBest(run.best, state, plan.early_stopping, measure))
         every = max(1, min(100, self.steps_per_epoch // 10))
         every = math.ceil(every / self.steps_per_execution) * self.steps_per_execution
-        listed.append(
-            callbacks.StepSummaries(out / "logs", every=every, epochs=not on_tensorflow())
-        )
+        listed.append(callbacks.StepSummaries(run.logs, every=every, epochs=not on_tensorflow()))
         return listed
 
     # -- the end ----------------------------------------------------------------------------
@@ -695,14 +694,13 @@ class Trainer:
         model.keras; on TensorFlow scores it on the test split, exports it and records the
         finished run in run.json. Returns the record."""
         from programs.files import write_atomically
-        from training.callbacks import current_step
+        from training.checkpointing import current_step
 
-        plan = self.plan
         step = current_step(model) if model is not None else self.state.step
         final, exported, validation = self.final_model()
-        model_path = write_atomically(plan.run_dir / MODEL_FILE, final.save)
+        model_path = write_atomically(self.directory.model, final.save)
         print(f"{model_path}: {exported}")
-        record = {"step": step, "model": self.in_run(model_path), "exported": exported}
+        record = {"step": step, "model": self.directory.relative(model_path), "exported": exported}
         record["validation"] = validation
         if not on_tensorflow():  # decoding and export run on TensorFlow, from the .keras file
             print("translating and exporting need the TensorFlow backend: next,")
@@ -718,19 +716,20 @@ class Trainer:
         figure or None): the average of the last --keep-checkpoints checkpoints (§6.1), or with
         --final-model best the --keep-best checkpoint."""
         from programs import checkpoints
-        from training.best import BestState, read_record
+        from programs.checkpoints import BestState, read_record
+        from programs.run_dir import load_model
 
         plan = self.plan
         if plan.final_model == "best":
-            record = read_record(plan.run_dir / "best")
+            record = read_record(self.directory.best)
             if not record:
-                raise RunError(f"--final-model best: {plan.run_dir / 'best'} holds no checkpoint")
-            model = run_dir.load_model(plan.run_dir / "best" / record["weights"])
+                raise RunError(f"--final-model best: {self.directory.best} holds no checkpoint")
+            model = load_model(self.directory.best / record["weights"])
             state = BestState(record["metric"], record["step"], record["value"])
             exported = f"the best checkpoint, step {state.step} ({state.describe()})"
             return model, exported, {"metric": state.metric, "value": state.value}
-        paths = checkpoints.list_checkpoints(plan.run_dir / "checkpoints")[-plan.keep_checkpoints :]
-        model = run_dir.averaged_model(plan.run_dir, paths)
+        paths = checkpoints.list_checkpoints(self.directory.checkpoints)[-plan.keep_checkpoints :]
+        model = self.directory.averaged_model(paths)
         steps = ", ".join(str(checkpoints.step_of(p)) for p in paths)
         exported = f"the average of the checkpoints of steps {steps}"
         if not plan.keep_best:
@@ -775,24 +774,17 @@ class Trainer:
             f"translating the {len(self.test_pairs)} sentences of the {plan.test_split} split "
             f"({search})"
         )
-        output = plan.run_dir / f"translations.{plan.test_split}.txt"
+        output = self.directory.translations(plan.test_split)
         scores = scoring.evaluate(
             tensor_engine(translator.signatures(), search), self.test_pairs, output
         )
         version_dir = export_for_serving(translator, plan.export_dir)
         print(f"SavedModel exported to {version_dir}")
-        return {"bleu": scores["bleu"], "chrf": scores["chrf"], "export": self.in_run(version_dir)}
-
-    def in_run(self, path):
-        """`path` as run.json records it: relative to the run directory when inside it (a copied
-        run directory names its own files), else absolute."""
-        path, run = pathlib.Path(path).resolve(), self.plan.run_dir.resolve()
-        return str(path.relative_to(run) if path.is_relative_to(run) else path)
-
-    def from_run(self, recorded):
-        """A path run.json records, as a path to open (`in_run`'s inverse; a run directory's
-        older run.json records absolute paths, which stay as they are)."""
-        return None if recorded is None else self.plan.run_dir / recorded
+        return {
+            "bleu": scores["bleu"],
+            "chrf": scores["chrf"],
+            "export": self.directory.relative(version_dir),
+        }
 
     def next_commands(self, model_path):
         """The commands that score and export the model under TensorFlow."""
@@ -820,9 +812,9 @@ class Trainer:
         print(
             f"the run in {self.plan.run_dir} is finished at step {finished['step']}"
             + (" (stopped early)" if early else "")
-            + f": model {self.from_run(finished['model'])} "
+            + f": model {self.directory.resolve(finished['model'])} "
             f"({finished.get('exported', 'the average')}), export "
-            f"{self.from_run(finished.get('export'))}; nothing to do. "
+            f"{self.directory.resolve(finished.get('export'))}; nothing to do. "
             + (
                 "--early-stopping ended it: to train on, start a new run with --init-from its "
                 "model."
