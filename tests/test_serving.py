@@ -564,10 +564,11 @@ def test_models_config_is_a_model_server_config():
     assert model.model_version_policy.latest.num_versions == 1
 
 
-def test_readme_rollout_configs_parse():
-    """The README's roll-out and roll-back configs are valid ModelServerConfig text protos."""
-    readme = (REPO / "README.md").read_text()
-    blocks = re.findall(r"```(?:protobuf|textproto)\n(.*?)```", readme, re.S)
+def test_documented_rollout_configs_parse():
+    """The roll-out and roll-back configs of docs/serving.md are valid ModelServerConfig text
+    protos."""
+    page = (REPO / "docs" / "serving.md").read_text()
+    blocks = re.findall(r"```(?:protobuf|textproto)\n(.*?)```", page, re.S)
     policies = []
     for block in blocks:
         config = text_format.Parse(block, model_server_config_pb2.ModelServerConfig())
