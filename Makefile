@@ -56,7 +56,7 @@ bench: $(INSTALLED)
 	$(BIN)/python -m benchmarks.bench $(BENCH_ARGS)
 
 # What an offline GPU machine with JAX and no TensorFlow needs for `python -m benchmarks.gpu`
-# (README, "GPUs"), in one folder to copy beside the repository (under 60 MiB): Ding binarized
+# (docs/backends-and-gpus.md), in one folder to copy beside the repository (under 60 MiB): Ding binarized
 # with the demo's vocabulary (4000 pieces, the phrase mixture) and the wheels of Keras, KerasHub
 # and the two pure-Python or binary needs such an image lacks, for Python 3.12 on x86-64.
 GPU_BUNDLE ?= build/gpu-bundle

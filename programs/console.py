@@ -24,6 +24,7 @@ import atexit
 import errno
 import functools
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -66,8 +67,8 @@ def start(verbose=False):
     unless `verbose` (see the module's docstring), Keras on TensorFlow unless KERAS_BACKEND says
     otherwise, and TensorFlow's pooling (BFC) allocator for host memory. The default allocator
     maps and unmaps every large tensor (a [B, T, vocab] logits tensor is ~100 MB), so each step
-    pays page faults on fresh memory: on 2 CPU cores the pool makes a small-preset training step
-    about 1.25x as fast (benchmarks/README.md); `TF_CPU_ALLOCATOR_USE_BFC=false` turns it off.
+    pays page faults on fresh memory, which the pool avoids (its gain: CHANGELOG.md, 2026-11-23);
+    `TF_CPU_ALLOCATOR_USE_BFC=false` turns it off.
     Later calls do nothing."""
     global _started
     if _started:
@@ -84,8 +85,17 @@ def start(verbose=False):
     _filter_stderr(int(level) if level.strip().isdigit() else 0)
 
 
+def installed_command():
+    """The name of the installed command (`kt-train`, ...) this process runs, or None."""
+    name = pathlib.Path(sys.argv[0]).name
+    return name if name.startswith("kt-") else None
+
+
 def is_program_process():
-    """Whether this process is `python -m training.X`, `serving.X` or `benchmarks.X`."""
+    """Whether this process is an installed `kt-...` command, or `python -m training.X`,
+    `serving.X` or `benchmarks.X`."""
+    if installed_command():
+        return True
     argv = getattr(sys, "orig_argv", [])
     if "-m" not in argv[1:-1]:
         return False

@@ -264,10 +264,10 @@ class CTranslate2Translator:
     `workers` translate in parallel (default 0: one per core), one thread each: a batch is
     split into as many parts (CTranslate2 sorts it by length first). CTranslate2's threads
     within a batch (OpenMP) spin between the many small parallel regions of a step; two
-    translators in one process, each with such threads, then took turns for the cores, and the
-    second ran batch-1 beam search 10x slower (3.2 and 31.4 ms a sentence on 2 cores,
-    2026-11-24). Single-threaded workers do not spin, and split batches ran about as fast at
-    batch 64 (see benchmarks/README.md, "Served path")."""
+    translators in one process, each with such threads, then take turns for the cores, and the
+    second runs batch-1 beam search many times slower. Single-threaded workers do not spin, and
+    split batches run about as fast at large batches (the figures: benchmarks/README.md,
+    "Served path")."""
 
     def __init__(self, model_dir, beam_size=4, alpha=0.6, extra_length=50, workers=0):
         import ctranslate2

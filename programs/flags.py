@@ -97,10 +97,13 @@ def parse(parser, argv=None):
 
 def parser(doc, prog):
     """A program's parser, described by the first paragraph of its module's `doc`, with the
-    shared --verbose."""
+    shared --verbose; its usage names the command as it was run: the installed `kt-...` one, or
+    `python -m MODULE`."""
     description = " ".join(doc.split("\n\n")[0].split())
     made = argparse.ArgumentParser(
-        prog=f"python -m {prog}", description=description, formatter_class=HelpFormatter
+        prog=console.installed_command() or f"python -m {prog}",
+        description=description,
+        formatter_class=HelpFormatter,
     )
     made.add_argument(
         "--verbose",

@@ -1,10 +1,13 @@
 """A clean console: the programs hide TensorFlow's C++ log lines (programs/console.py), `--verbose`
 and a user's TF_CPP_MIN_LOG_LEVEL bring them back, and `python -m training.summary` (the end of
-`make demo`) shows a run's figures and paths."""
+`make demo`) shows a run's figures and paths. The programs are installed as `kt-...` commands."""
 
+import configparser
 import json
+import os
 import pathlib
 import re
+import subprocess
 import sys
 
 import pytest
@@ -63,9 +66,38 @@ def trained(tmp_path_factory):
     return completed.stderr, root / "export"
 
 
+def run_command(name, *args, status=0, cwd=None):
+    """The installed command `name` (beside this Python, as `pip install .` puts it on the PATH),
+    run from `cwd`; asserts its exit status."""
+    environment = {k: v for k, v in os.environ.items() if k != console.LEVEL_VARIABLE}
+    command = [str(pathlib.Path(sys.executable).parent / name), *map(str, args)]
+    completed = subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, timeout=300, env=environment
+    )
+    assert completed.returncode == status, completed.stdout[-2000:] + completed.stderr[-4000:]
+    return completed
+
+
+def test_every_program_is_installed_as_a_command():
+    """setup.cfg's console scripts name every program (a module whose `main` is a
+    `console.program`) and nothing else."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    scripts = config["options.entry_points"]["console_scripts"].split("\n")
+    targets = {line.split("=")[1].strip() for line in scripts if line.strip()}
+    programs = set()
+    for package in ("training", "serving"):
+        for path in (ROOT / package).glob("*.py"):
+            if "@console.program\ndef main(" in path.read_text():
+                programs.add(f"{package}.{path.stem}:main")
+    assert targets == programs
+    refused = run_command("kt-train", "--steps", "0", status=2)
+    assert refused.stderr.startswith("usage: kt-train") and "--steps" in refused.stderr
+
+
 def test_programs_hide_tensorflow_log_lines(trained, tmp_path):
     train_stderr, export = trained
-    translate = run_python("-m", "serving.translate", "--model", str(export), "eins zwei")
+    translate = run_command("kt-translate", "--model", export, "eins zwei", cwd=tmp_path)
     assert translate.stdout.count("\n") == 1
     (tmp_path / "de-en").write_text("Das ist gut. :: That is good.\nEr ist da. :: He is there.\n")
     prepared = run_python(
