@@ -295,7 +295,7 @@ def score(trainer, tasks):
     import keras_transformer as kt
     from programs import checkpoints
     from programs.engines import tensor_engine
-    from training import scoring
+    from training import metrics
 
     directory = trainer.plan.run_dir
     paths = checkpoints.list_checkpoints(trainer.directory.checkpoints)
@@ -312,12 +312,12 @@ def score(trainer, tasks):
             file=sys.stderr,
         )
         engine = tensor_engine(translator.signatures(), f"beam {beam}")
-        hypotheses = scoring.translate_all(engine, [s for s, _ in pairs[split]], verbose=2)
+        hypotheses = metrics.translate_all(engine, [s for s, _ in pairs[split]], verbose=2)
         setting = f"beam{beam}-alpha{alpha}-avg{window}" + (
             f"-min{min_length}" if min_length else ""
         )
         output = directory / f"translations.{split}.{setting}.txt"
-        result = scoring.score_report(hypotheses, [t for _, t in pairs[split]], output)
+        result = metrics.score_report(hypotheses, [t for _, t in pairs[split]], output)
         record = {"split": split, "beam": beam, "alpha": alpha, "averaged": window}
         scores.append({**record, "min_length": min_length, **result})
     return scores

@@ -75,7 +75,7 @@ def trained(argv):
 
 def validation_loss(model, trainer):
     from keras_transformer.data import Corpus, make_batches
-    from training.scoring import validation_loss
+    from training.metrics import validation_loss
 
     pairs = task_b_pairs(40, 11)
     return validation_loss(model, make_batches(Corpus(pairs).dataset(), trainer.tokenizer, 512, 32))

@@ -152,7 +152,7 @@ class ValidationLoss(keras.callbacks.Callback):
         self.batches = batches
 
     def on_epoch_end(self, epoch, logs=None):
-        from training.scoring import validation_loss
+        from training.metrics import validation_loss
 
         if logs is not None:
             logs["val_loss"] = validation_loss(self.model, self.batches)
@@ -182,7 +182,7 @@ class TranslationMonitor(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         import tensorflow as tf
 
-        from training.scoring import corpus_scores, translate_all
+        from training.metrics import corpus_scores, translate_all
 
         if not self.pairs:
             return

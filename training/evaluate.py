@@ -84,7 +84,7 @@ def main(argv=None):
     from keras_transformer.data import CorpusError
     from keras_transformer.decoding import Sampling
     from programs.engines import load_engine
-    from training import scoring
+    from training import metrics
 
     try:
         sampling = None
@@ -110,12 +110,12 @@ def main(argv=None):
     )
     print(f"translating {len(pairs)} sentences with {engine.description}", file=sys.stderr)
     if args.source and args.reference is None:
-        hypotheses = scoring.translate_all(
-            engine, [s for s, _ in pairs], args.batch_size, scoring.progress_verbosity()
+        hypotheses = metrics.translate_all(
+            engine, [s for s, _ in pairs], args.batch_size, metrics.progress_verbosity()
         )
-        print(f"translations written to {scoring.write_translations(hypotheses, output)}")
+        print(f"translations written to {metrics.write_translations(hypotheses, output)}")
         return
-    scoring.evaluate(engine, pairs, output, args.batch_size)
+    metrics.evaluate(engine, pairs, output, args.batch_size)
 
 
 if __name__ == "__main__":

@@ -451,7 +451,7 @@ class Trainer:
         from programs import checkpoints
         from training.callbacks import StopOnSignal
         from training.checkpointing import Backup, current_step
-        from training.scoring import progress_verbosity
+        from training.metrics import progress_verbosity
 
         model = self.compiled_model()
         with self.strategy.scope():
@@ -744,7 +744,7 @@ class Trainer:
         import keras_transformer as kt
         from keras_transformer.data import Corpus, make_batches
         from programs.engines import tensor_engine
-        from training.scoring import corpus_scores, translate_all, validation_loss
+        from training.metrics import corpus_scores, translate_all, validation_loss
 
         pairs, tokenizer = self.validation_pairs[: self.plan.bleu_sentences], self.tokenizer
         if self.plan.keep_best == "loss":
@@ -763,7 +763,7 @@ class Trainer:
         import keras_transformer as kt
         from programs.engines import search_name, tensor_engine
         from programs.versions import export_for_serving
-        from training import scoring
+        from training import metrics
 
         plan = self.plan
         translator = kt.Translator(
@@ -775,7 +775,7 @@ class Trainer:
             f"({search})"
         )
         output = self.directory.translations(plan.test_split)
-        scores = scoring.evaluate(
+        scores = metrics.evaluate(
             tensor_engine(translator.signatures(), search), self.test_pairs, output
         )
         version_dir = export_for_serving(translator, plan.export_dir)

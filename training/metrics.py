@@ -1,6 +1,7 @@
-"""Translating a list of sentences and scoring the translations with sacrebleu: corpus BLEU
-(13a tokenization), chrF and chrF++, with their signatures; the validation loss of references.
-Used by the training program, its callbacks, `training.evaluate` and the quality study."""
+"""The quality of translations (not the model's scores: `keras_transformer.scoring`): a list of
+sentences translated in batches, corpus BLEU (13a tokenization), chrF and chrF++ by sacrebleu with
+their signatures, the validation loss of references. Used by the training program, its callbacks,
+`training.evaluate` and the quality study."""
 
 import json
 import pathlib
