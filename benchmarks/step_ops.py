@@ -45,7 +45,7 @@ def loop_ops(model, beam_size):
 
 def build_parser():
     parser = flags.parser(__doc__, "benchmarks.step_ops")
-    flags.add_preset(parser, repeatable=True)
+    flags.add_presets(parser)
     return parser
 
 

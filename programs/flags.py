@@ -5,9 +5,14 @@
 --tokenizer    a sentencepiece model                   --data-dir    where corpora are kept
 --source       a file of sentences, one per line       --beam-size, --alpha, --extra-length: §6.1
 --target       their translations, one per line        --target-prefix  how translations start
+
+A flag shared by several programs is an `Option`: `Option.add` puts it in a program's parser,
+`Option.field` makes it a field of a dataclass of settings (training's `TrainingPlan`), whose
+parser `add_dataclass` generates and whose values `from_namespace` reads back.
 """
 
 import argparse
+import dataclasses
 import pathlib
 
 from programs import console
@@ -30,6 +35,85 @@ class HelpFormatter(argparse.HelpFormatter):
         if action.default in (None, False, True, [], argparse.SUPPRESS) or "default" in action.help:
             return action.help
         return action.help + " (default: %(default)s)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One flag, defined once: its name, help and argparse settings (`type` parses and checks
+    the text: `COUNT`, `at_least`, ...). `add` puts it in a parser, `field` in a dataclass."""
+
+    flag: str
+    help: str
+    type: object = None
+    default: object = None
+    choices: tuple | None = None
+    metavar: str | None = None
+    action: str | None = None
+    dest: str | None = None
+    required: bool = False
+
+    @property
+    def attribute(self):
+        """The name of its value in the parsed Namespace."""
+        return self.dest or self.flag.removeprefix("--").replace("-", "_")
+
+    def add(self, parser, **changes):
+        """Adds the flag to `parser` (a parser or an argument group); `changes` are argparse
+        settings a program gives it otherwise (its own default, required)."""
+        given = {
+            field.name: getattr(self, field.name)
+            for field in dataclasses.fields(self)
+            if field.name != "flag" and getattr(self, field.name) is not None
+        }
+        parser.add_argument(self.flag, **{**given, **changes})
+
+    def field(self, exclusive=False, **changes):
+        """A dataclass field set by this flag (`changes`: its settings there), defaulting to
+        the flag's default; `add_dataclass` adds the flag. The `exclusive` fields of a dataclass
+        exclude each other on the command line."""
+        option = dataclasses.replace(self, **changes)
+        metadata = {"option": option, "exclusive": exclusive}
+        if option.required:
+            return dataclasses.field(metadata=metadata)
+        if isinstance(option.default, list):  # a repeatable flag's: each instance its own
+            return dataclasses.field(default_factory=option.default.copy, metadata=metadata)
+        return dataclasses.field(default=option.default, metadata=metadata)
+
+
+def section(cls, title):
+    """A dataclass field holding the settings of the dataclass `cls`, whose flags
+    `add_dataclass` puts in an argument group named `title`."""
+    return dataclasses.field(default_factory=cls, metadata={"title": title})
+
+
+def add_dataclass(parser, cls):
+    """Adds the flag of each field of the dataclass `cls` (`Option.field`) to `parser`, in the
+    fields' order; a `section`'s flags in an argument group of their own, the `exclusive` ones
+    of a dataclass in one mutually exclusive group."""
+    exclusive = None
+    for field in dataclasses.fields(cls):
+        if "title" in field.metadata:
+            add_dataclass(parser.add_argument_group(field.metadata["title"]), field.default_factory)
+        elif "option" not in field.metadata:
+            raise TypeError(
+                f"{cls.__name__}.{field.name} has no flag: declare it with Option.field"
+            )
+        elif field.metadata["exclusive"]:
+            exclusive = exclusive or parser.add_mutually_exclusive_group()
+            field.metadata["option"].add(exclusive)
+        else:
+            field.metadata["option"].add(parser)
+
+
+def from_namespace(cls, args):
+    """The dataclass `cls` of the values in `args`, parsed by a parser of `add_dataclass`."""
+    values = {}
+    for field in dataclasses.fields(cls):
+        if "title" in field.metadata:
+            values[field.name] = from_namespace(field.default_factory, args)
+        else:
+            values[field.name] = getattr(args, field.metadata["option"].attribute)
+    return cls(**values)
 
 
 def at_least(minimum, kind=int):
@@ -83,6 +167,7 @@ def _range(kind, minimum):
 
 
 VOCAB_MINIMUM = 261  # 4 special ids, 256 byte pieces and one more (SubwordTokenizer.train)
+DEFAULT_VOCAB_SIZE = 8000  # pieces of a vocabulary trained without --vocab-size
 COUNT = at_least(1)  # steps, sizes, repetitions: zero means nothing
 AMOUNT = at_least(0)  # may be none: 0 sentences, 0 retries, 0 extra tokens
 
@@ -114,25 +199,28 @@ def parser(doc, prog):
     return made
 
 
+RUN_DIR = Option(
+    "--run-dir",
+    type=pathlib.Path,
+    required=True,
+    help="the training run's directory (run.json, tokenizer.model, checkpoints/, backup/, "
+    "logs/, model.keras), e.g. runs/demo",
+)
+EXPORT_DIR = Option(
+    "--export-dir",
+    type=pathlib.Path,
+    required=True,
+    help="TensorFlow Serving's base directory for the model, one numbered version "
+    "directory per export, e.g. exports/transformer (training: default RUN_DIR/export)",
+)
+
+
 def add_run_dir(parser, required=True):
-    parser.add_argument(
-        "--run-dir",
-        type=pathlib.Path,
-        required=required,
-        help="the training run's directory (run.json, tokenizer.model, checkpoints/, backup/, "
-        "logs/, model.keras), e.g. runs/demo",
-    )
+    RUN_DIR.add(parser, required=required)
 
 
 def add_export_dir(parser, required=True):
-    parser.add_argument(
-        "--export-dir",
-        type=pathlib.Path,
-        required=required,
-        default=None,
-        help="TensorFlow Serving's base directory for the model, one numbered version "
-        "directory per export, e.g. exports/transformer (training: default RUN_DIR/export)",
-    )
+    EXPORT_DIR.add(parser, required=required)
 
 
 def add_output(parser, what, required=False, **options):
@@ -157,51 +245,50 @@ def add_model(parser, *kinds):
     add_tokenizer(parser)
 
 
+TOKENIZER = Option(
+    "--tokenizer",
+    type=pathlib.Path,
+    help="a sentencepiece model: training uses it instead of training one; the other "
+    "programs read the model's (default: tokenizer.model beside the model or in its run "
+    "directory)",
+)
+
+
 def add_tokenizer(parser):
-    parser.add_argument(
-        "--tokenizer",
-        type=pathlib.Path,
-        default=None,
-        help="a sentencepiece model: training uses it instead of training one; the other "
-        "programs read the model's (default: tokenizer.model beside the model or in its run "
-        "directory)",
-    )
+    TOKENIZER.add(parser)
 
 
 # §6.1's search: beam 4, length penalty alpha 0.6, at most the source length + 50 tokens.
-SEARCH_DEFAULTS = {"beam_size": 4, "alpha": 0.6, "extra_length": 50}
+BEAM_SIZE = Option(
+    "--beam-size", type=COUNT, default=4, help="beam width; 1: greedy search (§6.1: 4)"
+)
+ALPHA = Option(
+    "--alpha",
+    type=at_least(0.0, float),
+    default=0.6,
+    help="length penalty ((5+|Y|)/6)^alpha (§6.1: 0.6)",
+)
+EXTRA_LENGTH = Option(
+    "--extra-length",
+    type=AMOUNT,
+    default=50,
+    help="a translation is at most source length + this many tokens (§6.1: 50)",
+)
+SEARCH_DEFAULTS = {option.attribute: option.default for option in (BEAM_SIZE, ALPHA, EXTRA_LENGTH)}
 
 
 def add_search(parser, exported_own=False):
     """Beam search's settings (§6.1). With `exported_own` (programs that also read a SavedModel,
     whose search is part of its graph) they default to None: a SavedModel's own, else §6.1's."""
     own = " (a SavedModel searches as it was exported: giving another is refused)"
-
-    def default(name):
-        return None if exported_own else SEARCH_DEFAULTS[name]
-
-    parser.add_argument(
-        "--beam-size",
-        type=COUNT,
-        default=default("beam_size"),
-        help="beam width; 1: greedy search (§6.1: 4)" + (own if exported_own else ""),
-    )
-    add_alpha(parser, default("alpha"))
-    parser.add_argument(
-        "--extra-length",
-        type=AMOUNT,
-        default=default("extra_length"),
-        help="a translation is at most source length + this many tokens (§6.1: 50)",
-    )
+    changes = {"default": None} if exported_own else {}
+    BEAM_SIZE.add(parser, **changes, help=BEAM_SIZE.help + (own if exported_own else ""))
+    ALPHA.add(parser, **changes)
+    EXTRA_LENGTH.add(parser, **changes)
 
 
-def add_alpha(parser, default=SEARCH_DEFAULTS["alpha"]):
-    parser.add_argument(
-        "--alpha",
-        type=at_least(0.0, float),
-        default=default,
-        help="length penalty ((5+|Y|)/6)^alpha (§6.1: 0.6)",
-    )
+def add_alpha(parser, default=ALPHA.default):
+    ALPHA.add(parser, default=default)
 
 
 def add_table(group, *rows):
@@ -210,29 +297,33 @@ def add_table(group, *rows):
         group.add_argument(flag, type=kind, default=default, help=text)
 
 
+DATASET = Option("--dataset", default="ding", help=DATASET_HELP)
+NO_DOWNLOAD = Option(
+    "--no-download",
+    dest="download",
+    action="store_false",
+    default=True,
+    help="never download a tfds dataset (it must be prepared in --data-dir)",
+)
+SOURCE_LANGUAGE = Option(
+    "--source-language", help="source side (Ding: de or en; folder:DIR needs it)"
+)
+TARGET_LANGUAGE = Option("--target-language", help="target side (folder:DIR needs it)")
+DATA_DIR = Option(
+    "--data-dir",
+    type=pathlib.Path,
+    help="where corpora are kept: the tfds data directory, or the Ding corpus's (default: "
+    "$KERAS_TRANSFORMER_CACHE or ~/.cache/keras_transformer)",
+)
+
+
 def add_dataset(parser):
-    parser.add_argument("--dataset", default="ding", help=DATASET_HELP)
-    parser.add_argument(
-        "--no-download",
-        dest="download",
-        action="store_false",
-        help="never download a tfds dataset (it must be prepared in --data-dir)",
-    )
-    parser.add_argument(
-        "--source-language", default=None, help="source side (Ding: de or en; folder:DIR needs it)"
-    )
-    parser.add_argument("--target-language", default=None, help="target side (folder:DIR needs it)")
-    add_data_dir(parser)
+    for option in (DATASET, NO_DOWNLOAD, SOURCE_LANGUAGE, TARGET_LANGUAGE, DATA_DIR):
+        option.add(parser)
 
 
 def add_data_dir(parser):
-    parser.add_argument(
-        "--data-dir",
-        type=pathlib.Path,
-        default=None,
-        help="where corpora are kept: the tfds data directory, or the Ding corpus's (default: "
-        "$KERAS_TRANSFORMER_CACHE or ~/.cache/keras_transformer)",
-    )
+    DATA_DIR.add(parser)
 
 
 def add_sentences(parser):
@@ -313,22 +404,27 @@ def add_batch_size(parser, default):
     )
 
 
+SEED = Option(
+    "--seed",
+    type=AMOUNT,
+    default=0,
+    help="the random seed (training: weights, dropout, data order; sampling: the draws)",
+)
+JIT_COMPILE = Option(
+    "--jit-compile",
+    action="store_true",
+    default=False,
+    help="compile with XLA (training: the step, always under KERAS_BACKEND=jax; "
+    "translating: the search of a .keras model or checkpoint)",
+)
+
+
 def add_seed(parser):
-    parser.add_argument(
-        "--seed",
-        type=AMOUNT,
-        default=0,
-        help="the random seed (training: weights, dropout, data order; sampling: the draws)",
-    )
+    SEED.add(parser)
 
 
 def add_jit_compile(parser):
-    parser.add_argument(
-        "--jit-compile",
-        action="store_true",
-        help="compile with XLA (training: the step, always under KERAS_BACKEND=jax; "
-        "translating: the search of a .keras model or checkpoint)",
-    )
+    JIT_COMPILE.add(parser)
 
 
 def too_long(args, engine, what, number, answered=False):
@@ -404,17 +500,15 @@ def split_lines(text):
     return [line.removesuffix("\r") for line in lines]
 
 
-def add_preset(parser, repeatable=False, default="small"):
-    """--preset; `default` None lets training tell a preset given from none (--init-from)."""
-    parser.add_argument(
-        "--preset",
-        action="append" if repeatable else "store",
-        default=None if repeatable else default,
-        help="a Table 3 preset: tiny, small, base or big (small: a CPU model, narrowed by make "
-        "demo)"
-        + (" (repeatable)" if repeatable else "")
-        + ("" if repeatable or default else " (default: small; with --init-from, the model's)"),
-    )
+PRESET = Option(
+    "--preset",
+    help="a Table 3 preset: tiny, small, base or big (small: a CPU model, narrowed by make demo)",
+)
+
+
+def add_presets(parser):
+    """--preset, repeatable: the benchmarks measure several models."""
+    PRESET.add(parser, action="append", help=PRESET.help + " (repeatable)")
 
 
 def add_version(parser):
@@ -427,37 +521,42 @@ def add_version(parser):
     )
 
 
+PHRASES = Option(
+    "--phrases",
+    action="store_true",
+    default=False,
+    help="Ding only: the dictionary's word and phrase pairs too (about 370,000), prepared "
+    "as a split of their own and trained on mixed with the sentence pairs",
+)
+SENTENCE_REPEATS = Option(
+    "--sentence-repeats",
+    type=COUNT,
+    default=1,
+    help="with --phrases: each sentence pair appears this many times per pass over the phrases",
+)
+VOCAB_SIZE = Option(
+    "--vocab-size",
+    type=at_least(VOCAB_MINIMUM),
+    help=f"subword vocabulary trained on the training split (default {DEFAULT_VOCAB_SIZE})",
+)
+MAX_LENGTH = Option(
+    "--max-length",
+    type=at_least(2),  # a token and its bos or eos
+    default=128,
+    help="pairs longer than this many subword tokens, with their bos or eos, are dropped "
+    "(and counted)",
+)
+
+
 def add_phrases(parser):
-    parser.add_argument(
-        "--phrases",
-        action="store_true",
-        help="Ding only: the dictionary's word and phrase pairs too (about 370,000), prepared "
-        "as a split of their own and trained on mixed with the sentence pairs",
-    )
+    PHRASES.add(parser)
 
 
-def add_corpus_shaping(parser, default_vocab_size):
+def add_corpus_shaping(parser):
     """--sentence-repeats, --vocab-size and --max-length: how a corpus becomes training pairs
     (training.train, and training.binarize which does it once)."""
-    parser.add_argument(
-        "--sentence-repeats",
-        type=COUNT,
-        default=1,
-        help="with --phrases: each sentence pair appears this many times per pass over the phrases",
-    )
-    parser.add_argument(
-        "--vocab-size",
-        type=at_least(VOCAB_MINIMUM),
-        default=None,
-        help=f"subword vocabulary trained on the training split (default {default_vocab_size})",
-    )
-    parser.add_argument(
-        "--max-length",
-        type=at_least(2),  # a token and its bos or eos
-        default=128,
-        help="pairs longer than this many subword tokens, with their bos or eos, are dropped "
-        "(and counted)",
-    )
+    for option in (SENTENCE_REPEATS, VOCAB_SIZE, MAX_LENGTH):
+        option.add(parser)
 
 
 def add_quick(parser):
@@ -478,11 +577,14 @@ def add_parts(parser, parts):
     )
 
 
+MIXED_PRECISION = Option(
+    "--mixed-precision",
+    default="auto",
+    help="the Keras dtype policy: off (float32), bf16 (mixed_bfloat16), fp16 "
+    "(mixed_float16, training with loss scaling) or auto (training: bf16 on TPUs and "
+    "Ampere+ GPUs; the benchmarks: bf16 with --gpu; else off)",
+)
+
+
 def add_mixed_precision(parser):
-    parser.add_argument(
-        "--mixed-precision",
-        default="auto",
-        help="the Keras dtype policy: off (float32), bf16 (mixed_bfloat16), fp16 "
-        "(mixed_float16, training with loss scaling) or auto (training: bf16 on TPUs and "
-        "Ampere+ GPUs; the benchmarks: bf16 with --gpu; else off)",
-    )
+    MIXED_PRECISION.add(parser)

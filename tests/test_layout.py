@@ -89,14 +89,22 @@ def is_flag_row(node):
     )
 
 
+def is_definition(function):
+    """Whether a call of `function` defines a flag: add_argument, or programs/flags.py's
+    `Option`."""
+    name = getattr(function, "attr", None) or getattr(function, "id", "")
+    return name in ("add_argument", "Option")
+
+
 def option_definitions():
-    """{option: [where it is defined]} over every add_argument call of the programs and of
-    programs/flags.py, and every tuple of a flag table (training/train.py's numeric flags)."""
+    """{option: [where it is defined]} over every add_argument call and every `Option` (a flag
+    of programs/flags.py, or of training/plan.py's sections) of the programs and of
+    programs/flags.py, and every tuple of a flag table (the benchmarks' flags)."""
     found = {}
     for package in ("programs", "training", "serving", "benchmarks"):
         for path in sorted((ROOT / package).glob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+                if isinstance(node, ast.Call) and is_definition(node.func):
                     names = node.args
                 elif is_flag_row(node):
                     names = node.elts[:1]

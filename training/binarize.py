@@ -17,7 +17,6 @@ import pathlib
 import sys
 
 from programs import console, flags
-from training.plan import DEFAULT_VOCAB_SIZE
 
 SPLITS = ("train", "validation", "test")
 
@@ -35,7 +34,7 @@ def build_parser():
         help="the splits to binarize; all but train also keep their text (the references of "
         "validation BLEU and of the test split)",
     )
-    flags.add_corpus_shaping(data, DEFAULT_VOCAB_SIZE)
+    flags.add_corpus_shaping(data)
     flags.add_seed(data)
     vocabulary = parser.add_argument_group(
         "vocabulary: --tokenizer, a --run-dir's, or --vocab-size pieces trained now"
@@ -89,7 +88,7 @@ def tokenizer_for(args, dataset, path):
     if args.tokenizer:
         path.write_bytes(args.tokenizer.read_bytes())
         return kt.SubwordTokenizer.load(path)
-    vocab_size = args.vocab_size or DEFAULT_VOCAB_SIZE
+    vocab_size = args.vocab_size or flags.DEFAULT_VOCAB_SIZE
     print(f"training a {vocab_size}-piece vocabulary on the training split of {dataset.spec}")
     tokenizer = train_tokenizer(dataset, vocab_size, path)
     if tokenizer.vocab_size != vocab_size:

@@ -60,8 +60,8 @@ def fine_tuning_config(plan, base, vocab_size, recorded):
     import keras_transformer as kt
 
     overrides = {**plan.config_overrides, "vocab_size": vocab_size}
-    if plan.preset:
-        config = kt.TransformerConfig.preset(plan.preset, **overrides)
+    if plan.model.preset:
+        config = kt.TransformerConfig.preset(plan.model.preset, **overrides)
     else:
         config = kt.TransformerConfig.from_dict({**base, **overrides})
     if recorded:
@@ -74,7 +74,7 @@ def fine_tuning_config(plan, base, vocab_size, recorded):
     ]
     if differing:
         raise ValueError(
-            f"--init-from {plan.init_from}: --preset/--set would change the model's "
+            f"--init-from {plan.selection.init_from}: --preset/--set would change the model's "
             f"architecture: {'; '.join(differing)}. Fine-tuning may change only "
             f"{', '.join(TRAINING_FIELDS)} (leave --preset out to start from the model's config)"
         )
@@ -122,4 +122,4 @@ def initial_weights(init_from, tokenizer):
 
 def with_model_tokenizer(plan):
     """Whether the run uses the model's own tokenizer (no --tokenizer or --vocab-size)."""
-    return bool(plan.init_from) and not (plan.tokenizer or plan.vocab_size)
+    return bool(plan.selection.init_from) and not (plan.data.tokenizer or plan.data.vocab_size)

@@ -19,10 +19,10 @@ import shutil
 import sys
 import tempfile
 
+from programs.flags import DEFAULT_VOCAB_SIZE
 from programs.run_dir import RunDirectory, RunError
 from training import finetune
 from training.datasets import train_tokenizer
-from training.plan import DEFAULT_VOCAB_SIZE
 
 TFDS_COUNTED = 10000  # pairs of a tfds training split counted before training (all with --epochs)
 # Steps per execution under JAX (without --steps-per-execution), largest first: see
@@ -92,30 +92,32 @@ class Trainer:
         from training import runtime
         from training.datasets import Dataset
 
-        plan = self.plan
+        data, hardware, schedule = self.plan.data, self.plan.hardware, self.plan.schedule
         self.config = self.build_config()
-        self.strategy = runtime.create_strategy(plan.strategy, plan.tpu, plan.cpu_devices)
+        self.strategy = runtime.create_strategy(
+            hardware.strategy, hardware.tpu, hardware.cpu_devices
+        )
         self.check_batch_budget()
-        self.precision = runtime.set_mixed_precision(plan.mixed_precision, self.strategy)
+        self.precision = runtime.set_mixed_precision(hardware.mixed_precision, self.strategy)
         self.chief = runtime.is_chief()
         self.dataset = Dataset(
-            plan.dataset,
-            plan.source_language,
-            plan.target_language,
-            plan.data_dir,
-            plan.download,
-            plan.phrases,
-            plan.sentence_repeats,
+            data.dataset,
+            data.source_language,
+            data.target_language,
+            data.data_dir,
+            data.download,
+            data.phrases,
+            data.sentence_repeats,
         )
         self.state = self.directory.state()
         self.check_binarized_tokenizer()
-        self.steps_per_epoch = plan.steps_per_epoch
+        self.steps_per_epoch = schedule.steps_per_epoch
         early = self.settings()
-        if plan.epochs or not self.chief:  # the steps per epoch of a pass are counted below
+        if schedule.epochs or not self.chief:  # the steps per epoch of a pass are counted below
             early.pop("steps_per_epoch")
-        self.state.check(early, plan.steps or self.state.step, f"--steps {plan.steps}")
-        if self.state.complete(plan.steps):
-            self.steps = plan.steps
+        self.state.check(early, schedule.steps or self.state.step, f"--steps {schedule.steps}")
+        if self.state.complete(schedule.steps):
+            self.steps = schedule.steps
             return
         self.seed_everything()
         self.prepare_data()
@@ -149,23 +151,24 @@ class Trainer:
         model's config (or the run's own, once recorded) with them."""
         import keras_transformer as kt
 
-        plan = self.plan
-        if plan.init_from:
+        plan, max_length = self.plan, self.plan.data.max_length
+        if plan.selection.init_from:
             recorded = self.directory.read_settings().get("config")
-            base = recorded or finetune.model_config(plan.init_from)  # the file, checked first
+            # the file, checked first
+            base = recorded or finetune.model_config(plan.selection.init_from)
             config = finetune.fine_tuning_config(plan, base, self.vocab_size(), bool(recorded))
         else:
             config = kt.TransformerConfig.preset(
-                plan.preset, vocab_size=self.vocab_size(), **plan.config_overrides
+                plan.model.preset, vocab_size=self.vocab_size(), **plan.config_overrides
             )
-        if plan.max_length > config.max_length:
+        if max_length > config.max_length:
             raise ValueError(
-                f"--max-length {plan.max_length} exceeds the model's max_length={config.max_length}"
+                f"--max-length {max_length} exceeds the model's max_length={config.max_length}"
             )
         binarized = self.binarized()
-        if binarized and plan.max_length > binarized.max_length:
+        if binarized and max_length > binarized.max_length:
             raise ValueError(
-                f"--max-length {plan.max_length}: {binarized.directory} was binarized with "
+                f"--max-length {max_length}: {binarized.directory} was binarized with "
                 f"--max-length {binarized.max_length}, which dropped the longer pairs; give at "
                 f"most {binarized.max_length}, or binarize again"
             )
@@ -175,7 +178,7 @@ class Trainer:
         """The run's binarized data (`Binarized`, opened once), or None for other datasets."""
         from keras_transformer.data.binarized import Binarized
 
-        kind, _, directory = self.plan.dataset.partition(":")
+        kind, _, directory = self.plan.data.dataset.partition(":")
         if kind != "binarized":
             return None
         if getattr(self, "_binarized", None) is None:
@@ -190,21 +193,21 @@ class Trainer:
         binarized = self.binarized()
         if not binarized:
             return
-        own = self.directory.tokenizer
+        own, data = self.directory.tokenizer, self.plan.data
         for path, what in (
             (own if own.is_file() else None, f"the run's {own}"),
-            (self.plan.tokenizer, f"--tokenizer {self.plan.tokenizer}"),
+            (data.tokenizer, f"--tokenizer {data.tokenizer}"),
             (self.model_tokenizer(), f"the --init-from model's {self.model_tokenizer()}"),
         ):
             if path and sha256_of(path) != binarized.index["tokenizer"]["sha256"]:
                 raise RunError(
-                    f"--dataset {self.plan.dataset} was binarized with another tokenizer than "
+                    f"--dataset {data.dataset} was binarized with another tokenizer than "
                     f"{what}: binarize it with that tokenizer (python -m training.binarize "
                     f"--tokenizer {path} ...), or start a new --run-dir"
                 )
-        if self.plan.vocab_size and self.plan.vocab_size != binarized.vocab_size:
+        if data.vocab_size and data.vocab_size != binarized.vocab_size:
             raise RunError(
-                f"--vocab-size {self.plan.vocab_size}: --dataset {self.plan.dataset} holds ids of "
+                f"--vocab-size {data.vocab_size}: --dataset {data.dataset} holds ids of "
                 f"a {binarized.vocab_size}-piece vocabulary; leave --vocab-size out, or binarize "
                 "again with it"
             )
@@ -219,9 +222,9 @@ class Trainer:
         from keras_transformer.tokenizer import checked_processor
 
         own = self.directory.tokenizer
-        path = own if own.is_file() else self.plan.tokenizer or self.model_tokenizer()
+        path = own if own.is_file() else self.plan.data.tokenizer or self.model_tokenizer()
         if not path:
-            return self.plan.vocab_size or DEFAULT_VOCAB_SIZE
+            return self.plan.data.vocab_size or DEFAULT_VOCAB_SIZE
         try:
             return checked_processor(path.read_bytes()).get_piece_size()
         except RuntimeError as error:
@@ -233,17 +236,17 @@ class Trainer:
         from training.runtime import in_multi_worker_mode
 
         plan, replicas = self.plan, self.strategy.num_replicas_in_sync
-        rows = replicas * plan.accumulate_steps
-        if self.config.tokens_per_batch < plan.max_length * rows:
+        rows = replicas * plan.schedule.accumulate_steps
+        if self.config.tokens_per_batch < plan.data.max_length * rows:
             raise ValueError(
                 f"--tokens-per-batch {self.config.tokens_per_batch} cannot hold one pair of "
-                f"--max-length {plan.max_length} tokens for each of {replicas} replica(s) x "
-                f"--accumulate-steps {plan.accumulate_steps}: give at least "
-                f"{plan.max_length * rows}"
+                f"--max-length {plan.data.max_length} tokens for each of {replicas} replica(s) x "
+                f"--accumulate-steps {plan.schedule.accumulate_steps}: give at least "
+                f"{plan.data.max_length * rows}"
             )
         for flag, given in (
-            ("--max-minutes", plan.max_minutes),
-            ("--early-stopping", plan.early_stopping),
+            ("--max-minutes", plan.schedule.max_minutes),
+            ("--early-stopping", plan.selection.early_stopping),
         ):
             if given and in_multi_worker_mode(self.strategy):
                 raise ValueError(
@@ -257,14 +260,14 @@ class Trainer:
         from keras_transformer.accumulation import BACKENDS as ACCUMULATING_BACKENDS
 
         backend = keras.backend.backend()
-        if self.plan.accumulate_steps > 1 and backend not in ACCUMULATING_BACKENDS:
+        if self.plan.schedule.accumulate_steps > 1 and backend not in ACCUMULATING_BACKENDS:
             raise ValueError(
                 f"--accumulate-steps: gradient accumulation runs on TensorFlow and JAX, not on "
                 f"{backend}; use --accumulate-steps 1 with a smaller --tokens-per-batch"
             )
-        if self.plan.keep_best and backend != "tensorflow":
+        if self.plan.selection.keep_best and backend != "tensorflow":
             raise ValueError(f"--keep-best: validation runs on TensorFlow, not on {backend}")
-        if self.plan.deterministic and backend != "tensorflow":
+        if self.plan.schedule.deterministic and backend != "tensorflow":
             raise ValueError(
                 f"--deterministic sets TensorFlow's op determinism; under {backend} leave it out "
                 "(XLA on CPUs is deterministic; on GPUs set "
@@ -281,8 +284,8 @@ class Trainer:
     def seed_everything(self):
         import keras
 
-        keras.utils.set_random_seed(self.plan.seed)
-        if self.plan.deterministic:
+        keras.utils.set_random_seed(self.plan.schedule.seed)
+        if self.plan.schedule.deterministic:
             import tensorflow as tf
 
             tf.config.experimental.enable_op_determinism()
@@ -297,8 +300,8 @@ class Trainer:
             return self.load_tokenizer_file(binarized.tokenizer_path) if on_tensorflow() else None
         if own.is_file():
             return self.load_tokenizer_file(own)
-        if self.plan.tokenizer or self.model_tokenizer():
-            return self.load_tokenizer_file(self.plan.tokenizer or self.model_tokenizer())
+        if self.plan.data.tokenizer or self.model_tokenizer():
+            return self.load_tokenizer_file(self.plan.data.tokenizer or self.model_tokenizer())
         log(
             f"training a {self.config.vocab_size}-piece vocabulary on the training split of "
             f"{self.dataset.spec}"
@@ -326,20 +329,20 @@ class Trainer:
         """The --init-from model's tokenizer when the run uses it (no new vocabulary), else
         None."""
         if finetune.with_model_tokenizer(self.plan):
-            return finetune.model_tokenizer(self.plan.init_from)
+            return finetune.model_tokenizer(self.plan.selection.init_from)
         return None
 
     def read_initial_weights(self):
         """The --init-from model's weights for a run without a backup (new), else None."""
-        if self.plan.init_from and not self.state.backed_up:
-            return finetune.initial_weights(self.plan.init_from, self.tokenizer)
+        if self.plan.selection.init_from and not self.state.backed_up:
+            return finetune.initial_weights(self.plan.selection.init_from, self.tokenizer)
         return None
 
     def count_data(self):
         """Opens and counts every split the run reads; sets the steps to train to. No training
         pair left after filtering is an error naming the counts. A tfds training split is
         counted on its first TFDS_COUNTED pairs unless --epochs needs the whole pass."""
-        plan, spec = self.plan, self.dataset.spec
+        data, spec = self.plan.data, self.dataset.spec
         report = self.training_report()
         log(f"training data ({spec}, train split): {report}")
         if not report.kept:
@@ -348,56 +351,59 @@ class Trainer:
                 + str(report).replace("\n", "; ")
                 + ". Raise --max-length or check the data."
             )
-        if plan.epochs:
+        if self.plan.schedule.epochs:
             self.steps_per_epoch = report.batches
         self.validation_pairs, self.test_pairs, self.validation_batches = [], [], []
         if self.validates():
-            self.validation_pairs = self.read_split(plan.validation_split, "--validation-split")
+            self.validation_pairs = self.read_split(data.validation_split, "--validation-split")
         if on_tensorflow():
-            self.test_pairs = self.read_split(plan.test_split, "--test-split")
+            self.test_pairs = self.read_split(data.test_split, "--test-split")
         binarized = self.binarized()
-        if binarized and binarized.has_split(plan.validation_split):
+        if binarized and binarized.has_split(data.validation_split):
             self.validation_batches = list(
                 binarized.batches(
-                    plan.validation_split,
+                    data.validation_split,
                     self.config.tokens_per_batch,
-                    plan.max_length,
+                    data.max_length,
                     repeat=False,
                     shuffle=False,
                 )
             )
-        self.steps = plan.steps or plan.epochs * self.steps_per_epoch
+        self.steps = self.plan.schedule.total_steps(self.steps_per_epoch)
 
     def training_report(self):
         """The PipelineReport of the training split, as `training_batches` reads it."""
         binarized = self.binarized()
         if binarized:
             return binarized.report(
-                "train", self.config.tokens_per_batch, self.plan.max_length, self.batch_multiple
+                "train",
+                self.config.tokens_per_batch,
+                self.plan.data.max_length,
+                self.batch_multiple,
             )
         from keras_transformer.data import pipeline_report
 
         pairs = self.dataset.read("train")
-        if self.dataset.kind == "tfds" and not self.plan.epochs:
+        if self.dataset.kind == "tfds" and not self.plan.schedule.epochs:
             pairs = pairs.take(TFDS_COUNTED)
         return pipeline_report(
-            pairs, self.tokenizer, self.config.tokens_per_batch, self.plan.max_length
+            pairs, self.tokenizer, self.config.tokens_per_batch, self.plan.data.max_length
         )
 
     @property
     def batch_multiple(self):
         """Pairs in every full batch are a multiple of this: one share per replica, cut into
         --accumulate-steps micro-batches."""
-        return self.strategy.num_replicas_in_sync * self.plan.accumulate_steps
+        return self.strategy.num_replicas_in_sync * self.plan.schedule.accumulate_steps
 
     def steps_flag(self):
         """The flag that set the steps to train to."""
-        if self.plan.epochs:
-            return f"--epochs {self.plan.epochs} ({self.steps_per_epoch} steps each)"
+        if self.plan.schedule.epochs:
+            return f"--epochs {self.plan.schedule.epochs} ({self.steps_per_epoch} steps each)"
         return f"--steps {self.steps}"
 
     def validates(self):
-        return bool(self.plan.bleu_sentences) and on_tensorflow()
+        return bool(self.plan.evaluation.bleu_sentences) and on_tensorflow()
 
     def read_split(self, split, flag):
         """The split's pairs; RunError naming `flag` when it cannot be read or is empty."""
@@ -439,7 +445,7 @@ class Trainer:
         self.initial_weights = self.read_initial_weights()
         recorded = self.directory.read_settings()
         self.steps_per_epoch = recorded["steps_per_epoch"]
-        self.steps = self.plan.steps or self.plan.epochs * self.steps_per_epoch  # as the chief
+        self.steps = self.plan.schedule.total_steps(self.steps_per_epoch)  # as the chief
         self.validation_pairs, self.test_pairs, self.validation_batches = [], [], []
 
     # -- training ---------------------------------------------------------------------------
@@ -457,9 +463,9 @@ class Trainer:
         with self.strategy.scope():
             step = Backup.restore(model, self.directory.backup)
             if self.initial_weights is not None:  # a new fine-tuning run
-                source = f"--init-from {self.plan.init_from}"
-                checkpoints.assign(model, self.initial_weights, source=source)
-                log(f"fine-tuning from {self.plan.init_from}, with a fresh optimizer and schedule")
+                init_from = self.plan.selection.init_from
+                checkpoints.assign(model, self.initial_weights, source=f"--init-from {init_from}")
+                log(f"fine-tuning from {init_from}, with a fresh optimizer and schedule")
         if step:
             log(f"resumed from the backup in {self.directory.backup} at step {step}")
         if self.chief and self.state.recorded.get("steps") != self.steps:
@@ -474,7 +480,7 @@ class Trainer:
                     "end, then whole epochs"
                 )
             model.fit(
-                self.training_batches(seed=self.plan.seed + current_step(model)),
+                self.training_batches(seed=self.plan.schedule.seed + current_step(model)),
                 epochs=epochs or epoch + 1,
                 steps_per_epoch=steps_per_epoch,
                 callbacks=callbacks,
@@ -513,7 +519,8 @@ class Trainer:
         import keras_transformer as kt
 
         plan = self.plan
-        jit_compile = plan.jit_compile or keras.backend.backend() == "jax"  # else eager under JAX
+        # always under JAX, which else runs the step eagerly
+        jit_compile = plan.hardware.jit_compile or keras.backend.backend() == "jax"
         devices = (
             str(self.strategy)
             if on_keras_distribution(self.strategy)
@@ -528,12 +535,12 @@ class Trainer:
                 else ""
             )
             + (
-                f"{plan.accumulate_steps} micro-batches per update, "
-                if plan.accumulate_steps > 1
+                f"{plan.schedule.accumulate_steps} micro-batches per update, "
+                if plan.schedule.accumulate_steps > 1
                 else ""
             )
             + f"dtype policy {self.precision}, XLA {'on' if jit_compile else 'off'}"
-            + (", deterministic ops" if plan.deterministic else "")
+            + (", deterministic ops" if plan.schedule.deterministic else "")
             + f"; run directory {plan.run_dir}"
         )
         with self.strategy.scope():
@@ -543,7 +550,7 @@ class Trainer:
                 loss=kt.LabelSmoothedCrossEntropy(self.config.label_smoothing, token_weights=True),
                 metrics=[kt.MaskedAccuracy(name="accuracy")],
                 jit_compile=jit_compile,
-                accumulate_steps=plan.accumulate_steps,
+                accumulate_steps=plan.schedule.accumulate_steps,
                 steps_per_execution=self.steps_per_execution,
             )
             model.optimizer.build(model.trainable_variables)
@@ -559,8 +566,8 @@ class Trainer:
 
         plan = self.plan
         start = saved_step(self.directory.backup)
-        if plan.steps_per_execution:
-            n = plan.steps_per_execution
+        if plan.schedule.steps_per_execution:
+            n = plan.schedule.steps_per_execution
             for what, value in (
                 (f"the backup in {self.directory.backup} holds step", start),
                 ("--epochs: an epoch of the training data is", self.steps_per_epoch),
@@ -573,7 +580,7 @@ class Trainer:
             return n
         if keras.backend.backend() == "tensorflow":
             return 1
-        acted_at = (start, self.steps, self.steps_per_epoch, plan.checkpoint_every or 0)
+        acted_at = (start, self.steps, self.steps_per_epoch, plan.checkpoints.every or 0)
         return next(n for n in AUTO_STEPS_PER_EXECUTION if all(v % n == 0 for v in acted_at))
 
     def training_batches(self, seed):
@@ -591,7 +598,7 @@ class Trainer:
                 binarized.batches(
                     "train",
                     self.config.tokens_per_batch,
-                    self.plan.max_length,
+                    self.plan.data.max_length,
                     seed=seed,
                     batch_size_multiple=self.batch_multiple,
                     part=getattr(self.strategy, "part", (0, 1)),
@@ -605,7 +612,7 @@ class Trainer:
             self.dataset.read("train", shuffle_files=True, seed=seed),
             self.tokenizer,
             self.config.tokens_per_batch,
-            self.plan.max_length,
+            self.plan.data.max_length,
             seed=seed,
             repeat=True,
             batch_size_multiple=self.batch_multiple,
@@ -633,9 +640,9 @@ class Trainer:
             checkpointing.StepCheckpoints(
                 run.checkpoints,
                 plan.checkpoint_interval,
-                plan.keep_checkpoints,
+                plan.checkpoints.keep,
                 self.chief,
-                minutes=plan.checkpoint_minutes,
+                minutes=plan.checkpoints.minutes,
             ),
             callbacks.StopAtStep(self.steps),
         ]
@@ -644,8 +651,8 @@ class Trainer:
         listed.append(checkpointing.Backup(run.backup, self.chief, keep_best))
         if self.chief and on_tensorflow():
             listed.append(keras.callbacks.TensorBoard(str(run.logs)))  # epoch summaries
-        if plan.max_minutes:
-            listed.append(callbacks.TimeLimit(plan.max_minutes))
+        if plan.schedule.max_minutes:
+            listed.append(callbacks.TimeLimit(plan.schedule.max_minutes))
         return listed
 
     def chief_callbacks(self):
@@ -659,7 +666,7 @@ class Trainer:
         listed = []
         if self.validation_batches:
             listed.append(callbacks.ValidationLoss(self.validation_batches))
-        if plan.bleu_sentences and not on_tensorflow():
+        if plan.evaluation.bleu_sentences and not on_tensorflow():
             log(
                 f"--bleu-sentences: translating needs the TensorFlow backend; under "
                 f"{keras.backend.backend()} training is followed "
@@ -673,15 +680,15 @@ class Trainer:
             listed.append(
                 callbacks.TranslationMonitor(
                     self.tokenizer,
-                    self.validation_pairs[: plan.bleu_sentences],
+                    self.validation_pairs[: plan.evaluation.bleu_sentences],
                     run.logs / "validation",
-                    samples=plan.samples,
+                    samples=plan.evaluation.samples,
                 )
             )
-        if plan.keep_best:
-            state = BestState.from_dict(self.state.best, plan.keep_best)
-            measure = self.validation_figure if plan.keep_best == "loss" else None
-            listed.append(KeepBest(run.best, state, plan.early_stopping, measure))
+        if plan.selection.keep_best:
+            state = BestState.from_dict(self.state.best, plan.selection.keep_best)
+            measure = self.validation_figure if plan.selection.keep_best == "loss" else None
+            listed.append(KeepBest(run.best, state, plan.selection.early_stopping, measure))
         every = max(1, min(100, self.steps_per_epoch // 10))
         every = math.ceil(every / self.steps_per_execution) * self.steps_per_execution
         listed.append(callbacks.StepSummaries(run.logs, every=every, epochs=not on_tensorflow()))
@@ -720,7 +727,7 @@ class Trainer:
         from programs.run_dir import load_model
 
         plan = self.plan
-        if plan.final_model == "best":
+        if plan.selection.final_model == "best":
             record = read_record(self.directory.best)
             if not record:
                 raise RunError(f"--final-model best: {self.directory.best} holds no checkpoint")
@@ -728,15 +735,15 @@ class Trainer:
             state = BestState(record["metric"], record["step"], record["value"])
             exported = f"the best checkpoint, step {state.step} ({state.describe()})"
             return model, exported, {"metric": state.metric, "value": state.value}
-        paths = checkpoints.list_checkpoints(self.directory.checkpoints)[-plan.keep_checkpoints :]
+        paths = checkpoints.list_checkpoints(self.directory.checkpoints)[-plan.checkpoints.keep :]
         model = self.directory.averaged_model(paths)
         steps = ", ".join(str(checkpoints.step_of(p)) for p in paths)
         exported = f"the average of the checkpoints of steps {steps}"
-        if not plan.keep_best:
+        if not plan.selection.keep_best:
             return model, exported, None
         value = self.validation_figure(model)
-        exported += f" ({BestState(plan.keep_best).describe(value)})"
-        return model, exported, {"metric": plan.keep_best, "value": value}
+        exported += f" ({BestState(plan.selection.keep_best).describe(value)})"
+        return model, exported, {"metric": plan.selection.keep_best, "value": value}
 
     def validation_figure(self, model):
         """The --keep-best figure of `model` on the validation pairs: greedy BLEU or chrF, or
@@ -746,18 +753,19 @@ class Trainer:
         from programs.engines import tensor_engine
         from training.metrics import corpus_scores, translate_all, validation_loss
 
-        pairs, tokenizer = self.validation_pairs[: self.plan.bleu_sentences], self.tokenizer
-        if self.plan.keep_best == "loss":
+        pairs = self.validation_pairs[: self.plan.evaluation.bleu_sentences]
+        tokenizer, keep_best = self.tokenizer, self.plan.selection.keep_best
+        if keep_best == "loss":
             batches = make_batches(
                 Corpus(pairs).dataset(),
                 tokenizer,
                 self.config.tokens_per_batch,
-                self.plan.max_length,
+                self.plan.data.max_length,
             )
             return validation_loss(model, batches)
         translate = kt.Translator(model, tokenizer, beam_size=1).translate
         hypotheses = translate_all(tensor_engine(translate, "greedy search"), [s for s, _ in pairs])
-        return corpus_scores(hypotheses, [t for _, t in pairs])[self.plan.keep_best]
+        return corpus_scores(hypotheses, [t for _, t in pairs])[keep_best]
 
     def score_and_export(self, model):
         import keras_transformer as kt
@@ -765,20 +773,17 @@ class Trainer:
         from programs.versions import export_for_serving
         from training import metrics
 
-        plan = self.plan
+        evaluation, split = self.plan.evaluation, self.plan.data.test_split
         translator = kt.Translator(
-            model, self.tokenizer, plan.beam_size, plan.alpha, plan.extra_length
+            model, self.tokenizer, evaluation.beam_size, evaluation.alpha, evaluation.extra_length
         )
-        search = search_name(plan.beam_size, plan.alpha)
-        print(
-            f"translating the {len(self.test_pairs)} sentences of the {plan.test_split} split "
-            f"({search})"
-        )
-        output = self.directory.translations(plan.test_split)
+        search = search_name(evaluation.beam_size, evaluation.alpha)
+        print(f"translating the {len(self.test_pairs)} sentences of the {split} split ({search})")
+        output = self.directory.translations(split)
         scores = metrics.evaluate(
             tensor_engine(translator.signatures(), search), self.test_pairs, output
         )
-        version_dir = export_for_serving(translator, plan.export_dir)
+        version_dir = export_for_serving(translator, evaluation.export_dir)
         print(f"SavedModel exported to {version_dir}")
         return {
             "bleu": scores["bleu"],
@@ -788,22 +793,22 @@ class Trainer:
 
     def next_commands(self, model_path):
         """The commands that score and export the model under TensorFlow."""
-        plan = self.plan
-        data = ["--dataset", plan.dataset]
+        corpus, evaluation = self.plan.data, self.plan.evaluation
+        data = ["--dataset", corpus.dataset]
         for flag, value in (
-            ("--source-language", plan.source_language),
-            ("--target-language", plan.target_language),
-            ("--data-dir", plan.data_dir),
+            ("--source-language", corpus.source_language),
+            ("--target-language", corpus.target_language),
+            ("--data-dir", corpus.data_dir),
         ):
             data += [flag, str(value)] if value else []
         evaluate = ["python", "-m", "training.evaluate", "--model", str(model_path), *data]
-        search = ["--beam-size", str(plan.beam_size), "--alpha", str(plan.alpha)]
-        search += ["--extra-length", str(plan.extra_length)]
+        search = ["--beam-size", str(evaluation.beam_size), "--alpha", str(evaluation.alpha)]
+        search += ["--extra-length", str(evaluation.extra_length)]
         evaluate += search
         export = ["python", "-m", "serving.export", "--model", str(model_path), *search]
         return [
-            shlex.join([*evaluate, "--split", plan.test_split]),
-            shlex.join([*export, "--export-dir", str(plan.export_dir)]),
+            shlex.join([*evaluate, "--split", corpus.test_split]),
+            shlex.join([*export, "--export-dir", str(evaluation.export_dir)]),
         ]
 
     def report_finished(self):
