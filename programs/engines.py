@@ -264,10 +264,10 @@ class CTranslate2Translator:
     `workers` translate in parallel (default 0: one per core), one thread each: a batch is
     split into as many parts (CTranslate2 sorts it by length first). CTranslate2's threads
     within a batch (OpenMP) spin between the many small parallel regions of a step; two
-    translators in one process, each with such threads, then took turns for the cores, and the
-    second ran batch-1 beam search 10x slower (3.2 and 31.4 ms a sentence on 2 cores,
-    2026-11-24). Single-threaded workers do not spin, and split batches ran about as fast at
-    batch 64 (see benchmarks/README.md, "Served path")."""
+    translators in one process, each with such threads, then take turns for the cores, and the
+    second one's batch-1 beam search slows by an order of magnitude. Single-threaded workers do
+    not spin, and split batches keep batch 64's speed (benchmarks/README.md, "Served path",
+    measures this engine)."""
 
     def __init__(self, model_dir, beam_size=4, alpha=0.6, extra_length=50, workers=0):
         import ctranslate2
@@ -305,6 +305,8 @@ class CTranslate2Translator:
         list of `prefixes` pieces (if given): the best hypothesis and its log P(Y) / lp(Y).
         CTranslate2 leaves the prefix's log-probability out of a hypothesis's score; it is
         added back (`score_batch`), since our searches count it."""
+        from keras_transformer import penalty
+
         longest = max(len(p) for p in [*pieces, *(prefixes or [])] if p is not None)
         bound = min(longest + 1 + self.extra_length, self.max_length)  # the Translator's
         results = self.translator.translate_batch(
@@ -324,7 +326,7 @@ class CTranslate2Translator:
             scored = [
                 (
                     (score + prefix_log_prob)
-                    / ((5.0 + min(len(tokens) + 1, bound)) / 6.0) ** self.alpha,
+                    / penalty.length_penalty(min(len(tokens) + 1, bound), self.alpha),
                     tokens,
                 )
                 for tokens, score in zip(result.hypotheses, result.scores)
@@ -365,6 +367,8 @@ class CTranslate2Translator:
     def score(self, sources, targets):
         """[Scored] for lists of source strings and their translations (eos added; sources and
         targets cut to max_length - 1 pieces), with CTranslate2's `score_batch`."""
+        from keras_transformer import penalty
+
         sources, source_cut = self.tokenize(sources)
         targets, target_cut = self.tokenize(targets)
         results = self.translator.score_batch(
@@ -374,6 +378,6 @@ class CTranslate2Translator:
         cuts = _cuts({"source": source_cut, "target": target_cut})
         for result, cut in zip(results, cuts):
             log_prob = float(sum(result.log_probs))
-            length_penalty = ((5.0 + len(result.log_probs)) / 6.0) ** self.alpha
+            length_penalty = penalty.length_penalty(len(result.log_probs), self.alpha)
             scored.append(Scored(log_prob / length_penalty, log_prob, tuple(result.log_probs), cut))
         return scored
