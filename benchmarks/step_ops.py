@@ -22,9 +22,8 @@ def loop_ops(model, beam_size):
     from keras_transformer import decoding
 
     def search(source_ids):
-        if beam_size == 1:
-            return decoding.sample_ids(model, source_ids, 0, decoding.Sampling(0.0), None, 50)
-        return decoding.beam_ids(model, source_ids, beam_size, 0.6, None, 50)
+        strategy = decoding.Greedy() if beam_size == 1 else decoding.Beam(beam_size, 0.6)
+        return decoding.search_ids(model, source_ids, strategy, None, 50)
 
     function = tf.function(search, input_signature=[tf.TensorSpec([None, None], tf.int32)])
     graph = function.get_concrete_function().graph

@@ -8,8 +8,8 @@ output, §3.4, read at each target token), and the length-normalised score beam 
 
 import tensorflow as tf
 
-from keras_transformer.decoding import length_penalty
 from keras_transformer.ids import BOS_ID, PAD_ID
+from keras_transformer.penalty import length_penalty
 
 
 def token_log_probs(model, source_ids, target_ids):
@@ -39,4 +39,4 @@ def score(model, source_ids, target_ids, alpha=None):
     if alpha is None:
         return tokens, sums
     lengths = tf.reduce_sum(tf.cast(tf.not_equal(target_ids, PAD_ID), tf.int32), axis=1)
-    return tokens, sums, sums / length_penalty(lengths, alpha)
+    return tokens, sums, sums / length_penalty(tf.cast(lengths, tf.float32), alpha)

@@ -29,10 +29,11 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.decoding import (
+    Beam,
+    Sampler,
     alignment,
-    beam_ids,
     encoder_decoder_attention,
-    sample_ids,
+    search_ids,
 )
 from keras_transformer.ids import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.scoring import score
@@ -52,7 +53,9 @@ class Translator(tf.Module):
     greedy search. `nbest` (default: the beam size) is how many hypotheses the n-best outputs
     list. With `sampling` (a `kt.Sampling`) each translation is drawn from the model's
     distribution instead, reproducibly for its seed (back-translation); its n-best list is that
-    one translation.
+    one translation. `search`, a `kt.decoding.Search` (e.g. `kt.DiverseBeam`), searches with it
+    instead of beam search or sampling (its `beam_size`, and its `alpha` if it has one, are
+    the translator's).
     `jit_compile=True` compiles the search with XLA, for translating in Python (as
     `training.evaluate --jit-compile` does): XLA compiles once per batch size and source
     length rounded up to a multiple of 16, and the translator cannot be saved, since TensorFlow
@@ -72,11 +75,11 @@ class Translator(tf.Module):
         sampling=None,
         jit_compile=False,
         name="translator",
+        search=None,
     ):
         super().__init__(name=name)
-        if sampling is not None:
-            sampling.check()
-            beam_size = 1
+        search = _search(beam_size, alpha, sampling, search)
+        beam_size, alpha = search.beam_size, getattr(search, "alpha", alpha)
         nbest = nbest or beam_size
         if not 1 <= nbest <= beam_size:
             raise ValueError(f"nbest must be in 1..beam_size={beam_size}, got {nbest}")
@@ -103,7 +106,8 @@ class Translator(tf.Module):
         self.max_source_length = max_source_length
         self.min_length = min_length
         self.nbest = nbest
-        self.sampling = sampling
+        self.sampling = getattr(search, "sampling", None)  # the settings of a Sampler
+        self.search = search
         self.jit_compile = jit_compile
         self.compiled_search = (
             tf.function(self.search_ids, jit_compile=True) if jit_compile else None
@@ -165,30 +169,16 @@ class Translator(tf.Module):
     def search_ids(self, source, prefix=None):
         """The n-best ids [B, K, L] and scores [B, K] of source ids [B, S] (K = 1 when
         sampling), each starting with its row of `prefix` ids [B, P] if given."""
-        if self.sampling is None:
-            return beam_ids(
-                self.model,
-                source,
-                self.beam_size,
-                self.alpha,
-                max_length=None,
-                extra_length=self.extra_length,
-                min_length=self.min_length,
-                target_prefix=prefix,
-                static_shapes=self.jit_compile,
-            )
-        ids, scores = sample_ids(
+        return search_ids(
             self.model,
             source,
-            self.sampling.seed,
-            self.sampling,
+            self.search,
             max_length=None,
             extra_length=self.extra_length,
             min_length=self.min_length,
             target_prefix=prefix,
             static_shapes=self.jit_compile,
         )
-        return ids[:, None], scores[:, None]  # an n-best list of one
 
     def xla_search_ids(self, source, prefix=None):
         """search_ids compiled with XLA on the source padded to a multiple of 16 positions, so
@@ -197,7 +187,7 @@ class Translator(tf.Module):
         length = tf.shape(source)[1]
         padding = -length % 16
         ids, scores = self.compiled_search(tf.pad(source, [[0, 0], [0, padding]]), prefix)
-        if prefix is not None:  # a longer prefix sets the bound (decoding._prepare)
+        if prefix is not None:  # a longer prefix sets the bound (decoding.constraints.prepare)
             length = tf.maximum(length, tf.shape(prefix)[1])
         bound = tf.minimum(length + self.extra_length, self.model.config.max_length)
         return ids[:, :, :bound], scores
@@ -256,6 +246,16 @@ class Translator(tf.Module):
             [self.tokenizer.id_to_piece(int(i)) for i in tokens],
             np.stack([np.asarray(w[0], "float32") for w in weights]),
         )
+
+
+def _search(beam_size, alpha, sampling, search):
+    """The Search a Translator runs: `search` if given, else sampling with `sampling`'s
+    settings, else beam search."""
+    if search is not None and sampling is not None:
+        raise ValueError("give either `search` or `sampling`, not both")
+    if sampling is not None:
+        return Sampler(sampling.check())
+    return search or Beam(beam_size, alpha)
 
 
 def _strings(name):

@@ -305,6 +305,8 @@ class CTranslate2Translator:
         list of `prefixes` pieces (if given): the best hypothesis and its log P(Y) / lp(Y).
         CTranslate2 leaves the prefix's log-probability out of a hypothesis's score; it is
         added back (`score_batch`), since our searches count it."""
+        from keras_transformer import penalty
+
         longest = max(len(p) for p in [*pieces, *(prefixes or [])] if p is not None)
         bound = min(longest + 1 + self.extra_length, self.max_length)  # the Translator's
         results = self.translator.translate_batch(
@@ -324,7 +326,7 @@ class CTranslate2Translator:
             scored = [
                 (
                     (score + prefix_log_prob)
-                    / ((5.0 + min(len(tokens) + 1, bound)) / 6.0) ** self.alpha,
+                    / penalty.length_penalty(min(len(tokens) + 1, bound), self.alpha),
                     tokens,
                 )
                 for tokens, score in zip(result.hypotheses, result.scores)
@@ -365,6 +367,8 @@ class CTranslate2Translator:
     def score(self, sources, targets):
         """[Scored] for lists of source strings and their translations (eos added; sources and
         targets cut to max_length - 1 pieces), with CTranslate2's `score_batch`."""
+        from keras_transformer import penalty
+
         sources, source_cut = self.tokenize(sources)
         targets, target_cut = self.tokenize(targets)
         results = self.translator.score_batch(
@@ -374,6 +378,6 @@ class CTranslate2Translator:
         cuts = _cuts({"source": source_cut, "target": target_cut})
         for result, cut in zip(results, cuts):
             log_prob = float(sum(result.log_probs))
-            length_penalty = ((5.0 + len(result.log_probs)) / 6.0) ** self.alpha
+            length_penalty = penalty.length_penalty(len(result.log_probs), self.alpha)
             scored.append(Scored(log_prob / length_penalty, log_prob, tuple(result.log_probs), cut))
         return scored

@@ -107,6 +107,7 @@ def search_settings(translator):
         "extra_length": translator.extra_length,
         "nbest": translator.nbest,
         "sampling": translator.sampling is not None,
+        "search": repr(translator.search),  # e.g. "Beam(beam_size=4, alpha=0.6)"
         "max_source_length": translator.max_source_length,
         "max_length": translator.model.config.max_length,
     }

@@ -1,5 +1,6 @@
-"""Write a SavedModel whose serving_default signature translates strings (beam search, §6.1) into
-EXPORT_DIR/<version>/, the layout TensorFlow Serving loads.
+"""Write a SavedModel whose serving_default signature translates strings (beam search, §6.1; or
+diverse beam search, --diverse-groups) into EXPORT_DIR/<version>/, the layout TensorFlow Serving
+loads.
 
 python -m serving.export --model runs/demo/model.keras --export-dir exports/transformer
 """
@@ -13,18 +14,34 @@ def build_parser():
     flags.add_export_dir(parser)
     flags.add_version(parser)
     flags.add_search(parser)
+    flags.add_table(
+        parser.add_argument_group("diverse beam search (Vijayakumar et al., 2016)"),
+        ("--diverse-groups", flags.COUNT, 1, "split the beams into this many groups, each "
+         "steered away from the tokens of the groups before it; it must divide --beam-size "
+         "(1: beam search)"),
+        ("--diversity", flags.at_least(0.0, float), 0.5, "the groups' penalty per beam of an "
+         "earlier group that chose the same token at the same step"),
+    )  # fmt: skip
     return parser
 
 
 @console.program
 def main(argv=None):
     args = flags.parse(build_parser(), argv)
+    if args.beam_size % args.diverse_groups:
+        console.fail(
+            f"--diverse-groups {args.diverse_groups} does not divide --beam-size "
+            f"{args.beam_size}: each group holds --beam-size / --diverse-groups beams"
+        )
 
     import keras_transformer as kt
     from programs import run_dir
     from programs.versions import export_for_serving
 
     try:
+        search = None
+        if args.diverse_groups > 1:
+            search = kt.DiverseBeam(args.beam_size, args.diverse_groups, args.diversity, args.alpha)
         model, tokenizer_path = run_dir.load_with_tokenizer(args.model, args.tokenizer)
         translator = kt.Translator(
             model,
@@ -32,6 +49,7 @@ def main(argv=None):
             args.beam_size,
             args.alpha,
             args.extra_length,
+            search=search,
         )
         version_dir = export_for_serving(translator, args.export_dir, args.version)
     except (ValueError, FileExistsError) as error:

@@ -174,6 +174,9 @@ def test_every_numeric_flag_is_checked_where_it_is_parsed():
         ("serving.client", ["--port", "0"], "--port: expected an integer of at least 1, got 0"),
         ("serving.client", ["--timeout", "-1"], "--timeout: expected a number above 0, got -1"),
         ("serving.translate", ["--model", "m", "--beam-size", "0"], "--beam-size: expected"),
+        ("serving.export", ["--model", "m", "--diverse-groups", "0"], "--diverse-groups: "
+         "expected an integer of at least 1, got 0"),
+        ("serving.export", ["--model", "m", "--diversity", "-1"], "--diversity: expected"),
         ("benchmarks.gpu", ["--data", "d", "--demo-minutes", "inf"], "--demo-minutes: expected"),
     ],
 )  # fmt: skip
@@ -245,4 +248,19 @@ def test_the_programs_functions_are_short():
         and node.name != "build_parser"
         and node.end_lineno - node.lineno + 1 >= 60
     ]
+    assert long == []
+
+
+def test_the_library_s_functions_are_short():
+    """No function of the library runs over 60 lines apart from its docstring (#38)."""
+    long = []
+    for path in sorted((ROOT / "keras_transformer").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            lines = node.end_lineno - node.lineno + 1
+            if ast.get_docstring(node) is not None:
+                lines -= node.body[0].end_lineno - node.body[0].lineno + 1
+            if lines > 60:
+                long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines})")
     assert long == []

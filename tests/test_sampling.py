@@ -8,7 +8,7 @@ from conftest import random_ids
 from test_decoding import source_batch
 
 import keras_transformer as kt
-from keras_transformer.decoding import StepState, greedy_decode, sampled
+from keras_transformer.decoding import Sampler, Sampling, StepState, decode
 
 # A step whose every row predicts these log-probabilities (pad and bos impossible).
 LOGITS = np.array([-1e9, 0.3, -1e9, 0.5, 2.0, 1.5, 0.0, -1.0], "float32")
@@ -44,11 +44,9 @@ def test_the_first_token_follows_the_filtered_softmax(temperature, top_k, top_p)
 
     @tf.function
     def first_tokens(seed):
-        choose = sampled(temperature, top_k, top_p, seed)
-        tokens, _ = greedy_decode(
-            stub_step, StepState((), ()), rows, tf.fill([rows], 1), 1, choose=choose
-        )
-        return tokens[:, 0]
+        search = Sampler(Sampling(temperature, top_k, top_p), seed)
+        ids, _ = decode(search, stub_step, StepState((), ()), rows, tf.fill([rows], 1), 1)
+        return ids[:, 0, 0]
 
     drawn = np.concatenate([first_tokens(tf.constant([seed, 7])).numpy() for seed in range(seeds)])
     frequencies = np.bincount(drawn, minlength=len(LOGITS)) / len(drawn)

@@ -63,9 +63,8 @@ class DecoderLayer(SublayerConnections):
             cache_index = appended_positions(
                 keras.ops.shape(cache["self"]["key"])[2], keras.ops.shape(inputs)[1]
             )
-        if (
-            cache is None and memory is None
-        ):  # the cross-attention would otherwise attend to the target itself
+        # Without a memory the cross-attention would attend to the target itself.
+        if cache is None and memory is None:
             raise ValueError(
                 f"{self.name}: memory (the encoder output) is required without a cache"
             )
