@@ -334,35 +334,35 @@ def add_sentences(parser):
     add_source(parser)
 
 
+SOURCE = Option(
+    "--source", type=pathlib.Path, help="a UTF-8 file of source sentences, one per line"
+)
+TARGET = Option(
+    "--target",
+    type=pathlib.Path,
+    help="a UTF-8 file of translations of the source sentences, one per line, to score "
+    "(forced decoding: log P(translation | source))",
+)
+
+
 def add_source(parser, required=False):
-    parser.add_argument(
-        "--source",
-        type=pathlib.Path,
-        default=None,
-        required=required,
-        help="a UTF-8 file of source sentences, one per line",
-    )
+    SOURCE.add(parser, required=required)
+
+
+TARGET_PREFIX = Option(
+    "--target-prefix",
+    metavar="TEXT",
+    help="every translation starts with TEXT and goes on from it (interactive or "
+    "constrained translation); its log-probabilities count in the score",
+)
 
 
 def add_target_prefix(parser):
-    parser.add_argument(
-        "--target-prefix",
-        default=None,
-        metavar="TEXT",
-        help="every translation starts with TEXT and goes on from it (interactive or "
-        "constrained translation); its log-probabilities count in the score",
-    )
+    TARGET_PREFIX.add(parser)
 
 
 def add_targets(parser, required=False):
-    parser.add_argument(
-        "--target",
-        type=pathlib.Path,
-        default=None,
-        required=required,
-        help="a UTF-8 file of translations of the source sentences, one per line, to score "
-        "(forced decoding: log P(translation | source))",
-    )
+    TARGET.add(parser, required=required)
 
 
 def add_score_format(parser):

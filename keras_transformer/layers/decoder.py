@@ -13,13 +13,8 @@ class DecoderLayer(SublayerConnections):
     over the encoder output, then the position-wise FFN, each with its residual connection and
     layer normalization.
 
-    Args:
-        num_heads: h. d_ff: the feed-forward network's inner size.
-        key_dim, value_dim: d_k and d_v (default None: d_model / h).
-        dropout: P_drop on each sub-layer's output (default 0.1, §5.4).
-        attention_dropout: dropout on the attention weights (default 0.0; not in the paper).
-        norm_first: pre-norm instead of the paper's post-norm (default False).
-        **kwargs: Keras layer arguments (name, dtype).
+    Args: as `EncoderLayer`'s (num_heads, d_ff, key_dim, value_dim, dropout, attention_dropout,
+        norm_first, **kwargs).
 
     Call arguments:
         inputs: [B, T, d_model]. memory: the encoder output [B, S, d_model].
@@ -172,13 +167,8 @@ class Decoder(Stack):
     """The decoder stack (§3.1): Dropout(embedded target + positional encoding), then
     `num_layers` DecoderLayers, each attending causally to the target and to the memory.
 
-    Args:
-        num_layers: N. num_heads, d_ff: as for each layer.
-        positional: "sinusoidal" (default, §3.5) or "learned" (Table 3, row E).
-        max_length: the longest sequence of learned positions (default 512).
-        key_dim, value_dim, dropout, attention_dropout, norm_first: passed to each layer (their
-            defaults: None, None, 0.1, 0.0, False); dropout also acts on the embedding sums.
-        **kwargs: Keras layer arguments (name, dtype).
+    Args: as `Encoder`'s (num_layers, num_heads, d_ff, positional, max_length, key_dim,
+        value_dim, dropout, attention_dropout, norm_first, **kwargs).
 
     Call arguments:
         inputs: the embedded target [B, T, d_model] (shifted right: it starts with bos).
