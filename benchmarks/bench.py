@@ -29,7 +29,7 @@ import numpy as np
 
 from benchmarks import report
 from benchmarks.probes import PROBE_SENTENCE
-from programs import console, flags
+from common import console, flags
 
 RESULTS = "benchmarks/README.md"
 ROOT = pathlib.Path(__file__).resolve().parents[1]  # where `python -m benchmarks.probes` runs

@@ -15,7 +15,7 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
         {engine: {search: {batch: {"seconds": [per round], "translations": [...]}}}}: the
         SavedModels DIRECTORY/saved-beam4 and saved-greedy (`serving_default`, with tensorflow
         and tensorflow_text) and the CTranslate2 models DIRECTORY/ct2-float32 and ct2-int8
-        (programs.engines.CTranslate2Translator, beam 4 and greedy), each translating the
+        (common.engines.CTranslate2Translator, beam 4 and greedy), each translating the
         file's sentences at each BATCH, in turn within each of ROUNDS rounds; and under
         "overhead", the CTranslate2 engine's ms per sentence at batch 1 beside its
         translate_batch call alone; with `profile`, under "profile" the step profile of
@@ -281,7 +281,7 @@ def served_engines(directory):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
-    from programs.engines import CTranslate2Translator
+    from common.engines import CTranslate2Translator
 
     def saved(search):
         path = f"{directory}/saved-{search.replace(' ', '')}"
@@ -306,7 +306,7 @@ def engine_overhead(directory, sentences, rounds):
     """ms per sentence at batch 1 (beam 4) of our CTranslate2 engine (float32) and of its
     `translate_batch` call alone on pieces tokenized beforehand (the best of `rounds`): the
     difference is the engine's own work (tokenizing, GNMT's rescoring, detokenizing)."""
-    from programs.engines import CTranslate2Translator
+    from common.engines import CTranslate2Translator
 
     engine = CTranslate2Translator(f"{directory}/ct2-float32", beam_size=4)
     pieces, _ = engine.tokenize(sentences)

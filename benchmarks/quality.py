@@ -32,8 +32,8 @@ import subprocess
 import sys
 import time
 
-from programs import console, flags
-from programs.run_dir import RunDirectory
+from common import console, flags
+from common.run_dir import RunDirectory
 
 REPORT = pathlib.Path("benchmarks/QUALITY.md")
 TABLE_START, TABLE_END = (
@@ -293,8 +293,8 @@ def score(trainer, tasks):
     """Translates and scores each (split, decoding) of `tasks` with the average of the
     trainer's run's last checkpoints; one score record each."""
     import keras_transformer as kt
-    from programs import checkpoints
-    from programs.engines import tensor_engine
+    from common import checkpoints
+    from common.engines import tensor_engine
     from training import metrics
 
     directory = trainer.plan.run_dir

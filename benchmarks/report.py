@@ -11,7 +11,7 @@ import json
 import pathlib
 import sys
 
-from programs import console, flags
+from common import console, flags
 
 INTRO = """\
 # Benchmarks

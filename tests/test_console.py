@@ -1,4 +1,4 @@
-"""A clean console: the programs hide TensorFlow's C++ log lines (programs/console.py), `--verbose`
+"""A clean console: the programs hide TensorFlow's C++ log lines (common/console.py), `--verbose`
 and a user's TF_CPP_MIN_LOG_LEVEL bring them back, and `python -m training.summary` (the end of
 `make demo`) shows a run's figures and paths. The programs are installed as `kt-...` commands."""
 
@@ -14,7 +14,7 @@ import pytest
 from conftest import number_pairs
 from conftest import run_python as conftest_run_python
 
-from programs import console
+from common import console
 from training import summary
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

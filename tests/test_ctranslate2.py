@@ -13,7 +13,7 @@ import tensorflow as tf
 from conftest import run_python
 
 import keras_transformer as kt
-from programs.engines import CTranslate2Translator
+from common.engines import CTranslate2Translator
 from serving.ctranslate2 import convert
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -195,7 +195,7 @@ def test_converter_errors_name_the_field(tokenizer, tmp_path, capsys):
 @pytest.fixture(scope="module")
 def three_engines(number_translator, converted_numbers, tmp_path_factory):
     """The number model as each --model kind: .keras (tokenizer beside), SavedModel, CTranslate2."""
-    from programs.versions import export_for_serving
+    from common.versions import export_for_serving
 
     model, tokenizer, _ = number_translator
     base = tmp_path_factory.mktemp("lengths") / "numbers"

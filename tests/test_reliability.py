@@ -16,7 +16,7 @@ import keras
 import pytest
 from conftest import run_python, tiny_flags, write_number_data
 
-from programs import files, flags, versions
+from common import files, flags, versions
 from serving import client as serving_client
 from serving import ctranslate2, export, translate
 from training import average_checkpoints, train

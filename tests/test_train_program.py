@@ -256,7 +256,7 @@ def test_bad_input_is_refused_before_anything_is_written(
 def test_a_second_run_on_one_directory_is_refused_at_once(number_data, tmp_path, capsys):
     """A run holds an exclusive lock on its directory; the OS releases it when the process
     dies."""
-    from programs.run_dir import RunError, RunLock
+    from common.run_dir import RunError, RunLock
 
     out = tmp_path / "run"
     with RunLock(out):
@@ -281,7 +281,7 @@ def test_a_second_run_on_one_directory_is_refused_at_once(number_data, tmp_path,
 
 HOLD_LOCK = """
 import sys, time
-from programs.run_dir import RunLock
+from common.run_dir import RunLock
 lock = RunLock(sys.argv[1])
 print("locked", flush=True)
 time.sleep(120)
@@ -410,7 +410,7 @@ def test_sigterm_backs_up_the_step_and_the_run_resumes_there(number_data, tmp_pa
     import keras
 
     import keras_transformer as kt
-    from programs import checkpoints, run_dir
+    from common import checkpoints, run_dir
     from training.checkpointing import Backup
 
     out = tmp_path / "run"
@@ -538,8 +538,8 @@ def test_run_cut_by_max_minutes_is_backed_up_and_trains_on_from_that_step(
     """--max-minutes stops the run inside its second epoch: the backup holds that very step
     (the partial epoch is backed up like any other), and the same command again trains on from
     it, keeps the cut run's checkpoints, ends at --steps exactly and exports a second version."""
-    from programs import checkpoints
-    from programs.checkpoints import checkpoint_path
+    from common import checkpoints
+    from common.checkpoints import checkpoint_path
     from training import callbacks, checkpointing
 
     out = tmp_path / "run"
@@ -590,7 +590,7 @@ def test_run_cut_by_max_minutes_is_backed_up_and_trains_on_from_that_step(
 
 
 def checkpoints_steps(out):
-    from programs.checkpoints import list_checkpoints, step_of
+    from common.checkpoints import list_checkpoints, step_of
 
     return [step_of(p) for p in list_checkpoints(out / "checkpoints")]
 

@@ -7,7 +7,7 @@ python -m training.average_checkpoints --run-dir runs/demo --last 5 \
 
 import pathlib
 
-from programs import console, flags
+from common import console, flags
 
 
 def build_parser():
@@ -34,9 +34,9 @@ def build_parser():
 def main(argv=None):
     args = flags.parse(build_parser(), argv)
 
-    from programs import checkpoints
-    from programs.files import write_atomically
-    from programs.run_dir import RunDirectory
+    from common import checkpoints
+    from common.files import write_atomically
+    from common.run_dir import RunDirectory
 
     run = RunDirectory(args.run_dir)
     paths = args.checkpoints or checkpoints.list_checkpoints(run.checkpoints)[-args.last :]

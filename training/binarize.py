@@ -16,7 +16,7 @@ import json
 import pathlib
 import sys
 
-from programs import console, flags
+from common import console, flags
 
 SPLITS = ("train", "validation", "test")
 
@@ -69,7 +69,7 @@ def check(args):
     if args.dataset.startswith("binarized:"):
         raise ValueError("--dataset binarized:DIR is binarized already")
     if args.run_dir is not None:
-        from programs.run_dir import RunDirectory
+        from common.run_dir import RunDirectory
 
         args.tokenizer = RunDirectory(args.run_dir).tokenizer
         if not args.tokenizer.is_file():
@@ -174,8 +174,8 @@ def main(argv=None):
 
 def binarize(args):
     """Writes the folder of `args` (checked); returns its path."""
+    from common.files import new_directory
     from keras_transformer.data import binarized
-    from programs.files import new_directory
     from training.datasets import Dataset
 
     dataset = Dataset(

@@ -1,4 +1,4 @@
-"""The callbacks of a training run besides checkpointing (`programs.checkpoints`): TensorBoard
+"""The callbacks of a training run besides checkpointing (`common.checkpoints`): TensorBoard
 with the training step as its axis, BLEU and sample translations on the validation split
 (TensorFlow), the validation loss, a stop on NaN that keeps the last good state, a stop on
 SIGTERM, at the plan's step and after a wall-clock bound.
@@ -20,7 +20,7 @@ import time
 import keras
 import numpy as np
 
-from programs import checkpoints
+from common import checkpoints
 from training.checkpointing import StepCounter, TrainingDiverged, current_step
 
 
@@ -173,7 +173,7 @@ class TranslationMonitor(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         import keras_transformer as kt
-        from programs.engines import tensor_engine
+        from common.engines import tensor_engine
 
         translator = kt.Translator(self.model, self.tokenizer, beam_size=1)
         self.translator = translator

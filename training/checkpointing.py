@@ -1,5 +1,5 @@
 """The Keras callbacks that checkpoint a run during `fit` (the files are
-`programs.checkpoints`'): the step checkpoints, the exact backup a stopped run resumes from, and
+`common.checkpoints`'): the step checkpoints, the exact backup a stopped run resumes from, and
 the best checkpoint by a validation figure (--keep-best, --early-stopping). Nothing non-finite
 is ever written (`check_finite`).
 
@@ -16,7 +16,7 @@ import time
 import keras
 import numpy as np
 
-from programs.checkpoints import (
+from common.checkpoints import (
     BACKUP_INDEX,
     RECORD,
     RunError,
@@ -27,7 +27,7 @@ from programs.checkpoints import (
     step_of,
     weights_of,
 )
-from programs.files import ensure_room, write_atomically, write_text_atomically
+from common.files import ensure_room, write_atomically, write_text_atomically
 
 
 def current_step(model):

@@ -14,7 +14,7 @@ the right stem); the signatures are printed, so that scores can be compared acro
 import pathlib
 import sys
 
-from programs import console, flags
+from common import console, flags
 
 
 def build_parser():
@@ -81,9 +81,9 @@ def main(argv=None):
         parser.error("--reference needs --source")
     console.start(args.verbose)
 
+    from common.engines import load_engine
     from keras_transformer.data import CorpusError
     from keras_transformer.decoding import Sampling
-    from programs.engines import load_engine
     from training import metrics
 
     try:

@@ -18,7 +18,7 @@ def progress_verbosity():
 
 def translate_all(translate, sentences, batch_size=64, verbose=0, cut=None):
     """Translations of `sentences` in their order, decoded in batches of similar length;
-    `translate(list of str) -> [Translation]` (a `programs.engines.Engine`). `cut`, a list,
+    `translate(list of str) -> [Translation]` (a `common.engines.Engine`). `cut`, a list,
     receives the index of every sentence whose source was longer than the model holds."""
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     results = [None] * len(sentences)

@@ -9,7 +9,7 @@ import collections
 import json
 import pathlib
 
-from programs import console, flags
+from common import console, flags
 
 
 def build_parser():

@@ -13,9 +13,9 @@ import json
 import pathlib
 import shlex
 
-from programs import checkpoints, console, flags
-from programs.run_dir import RunDirectory
-from programs.versions import latest_version
+from common import checkpoints, console, flags
+from common.run_dir import RunDirectory
+from common.versions import latest_version
 
 DEMO_DIRS = (
     pathlib.Path("runs/demo"),

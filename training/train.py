@@ -10,13 +10,13 @@ trains it on, and a finished run says so and changes nothing. At the end the las
 checkpoints are averaged (§6.1), the average is scored on the test split with sacrebleu and
 exported as a SavedModel for TensorFlow Serving. The work is `training.trainer.Trainer`'s; this
 module holds the command line, generated from the plan's fields (`training.plan`, where each
-flag is defined). See `programs/run_dir.py` for what the run directory holds.
+flag is defined). See `common/run_dir.py` for what the run directory holds.
 """
 
 import signal
 import sys
 
-from programs import console, flags
+from common import console, flags
 from training.plan import TrainingPlan
 
 

@@ -19,8 +19,8 @@ import shutil
 import sys
 import tempfile
 
-from programs.flags import DEFAULT_VOCAB_SIZE
-from programs.run_dir import RunDirectory, RunError
+from common.flags import DEFAULT_VOCAB_SIZE
+from common.run_dir import RunDirectory, RunError
 from training import finetune
 from training.datasets import train_tokenizer
 
@@ -421,7 +421,7 @@ class Trainer:
         """For a new run, the tokenizer and run.json, once every check passed. A resume
         records its steps only once its backup is restored (`train`): a resume refused until
         then changes nothing in the run directory."""
-        from programs.files import write_atomically
+        from common.files import write_atomically
 
         own = self.directory.tokenizer
         if not own.is_file():
@@ -454,7 +454,7 @@ class Trainer:
         """`model.fit` from the backup's step to the plan's; returns the trained model."""
         import keras
 
-        from programs import checkpoints
+        from common import checkpoints
         from training.callbacks import StopOnSignal
         from training.checkpointing import Backup, current_step
         from training.metrics import progress_verbosity
@@ -562,7 +562,7 @@ class Trainer:
         AUTO_STEPS_PER_EXECUTION that divides every step the callbacks act at."""
         import keras
 
-        from programs.checkpoints import saved_step
+        from common.checkpoints import saved_step
 
         plan = self.plan
         start = saved_step(self.directory.backup)
@@ -658,7 +658,7 @@ class Trainer:
     def chief_callbacks(self):
         import keras
 
-        from programs.checkpoints import BestState
+        from common.checkpoints import BestState
         from training import callbacks
         from training.checkpointing import KeepBest
 
@@ -700,7 +700,7 @@ class Trainer:
         """Writes the final model (the average of the last checkpoints, or the best) into
         model.keras; on TensorFlow scores it on the test split, exports it and records the
         finished run in run.json. Returns the record."""
-        from programs.files import write_atomically
+        from common.files import write_atomically
         from training.checkpointing import current_step
 
         step = current_step(model) if model is not None else self.state.step
@@ -722,9 +722,9 @@ class Trainer:
         """(the model the run ends with, what it is, {"metric", "value"} of its validation
         figure or None): the average of the last --keep-checkpoints checkpoints (§6.1), or with
         --final-model best the --keep-best checkpoint."""
-        from programs import checkpoints
-        from programs.checkpoints import BestState, read_record
-        from programs.run_dir import load_model
+        from common import checkpoints
+        from common.checkpoints import BestState, read_record
+        from common.run_dir import load_model
 
         plan = self.plan
         if plan.selection.final_model == "best":
@@ -749,8 +749,8 @@ class Trainer:
         """The --keep-best figure of `model` on the validation pairs: greedy BLEU or chrF, or
         the references' cross-entropy."""
         import keras_transformer as kt
+        from common.engines import tensor_engine
         from keras_transformer.data import Corpus, make_batches
-        from programs.engines import tensor_engine
         from training.metrics import corpus_scores, translate_all, validation_loss
 
         pairs = self.validation_pairs[: self.plan.evaluation.bleu_sentences]
@@ -769,8 +769,8 @@ class Trainer:
 
     def score_and_export(self, model):
         import keras_transformer as kt
-        from programs.engines import search_name, tensor_engine
-        from programs.versions import export_for_serving
+        from common.engines import search_name, tensor_engine
+        from common.versions import export_for_serving
         from training import metrics
 
         evaluation, split = self.plan.evaluation, self.plan.data.test_split

@@ -17,7 +17,7 @@ logs/                 TensorBoard: train/ (loss, accuracy, learning rate),
 model.keras           the average of the last K checkpoints (or the best: --final-model)
 translations.test.txt and .scores.json (BLEU, chrF, chrF++), export/<version>/ (the SavedModel)
 
-Checkpointing: its files and averaging in `programs.checkpoints`, its Keras callbacks (the
+Checkpointing: its files and averaging in `common.checkpoints`, its Keras callbacks (the
 backup, the step checkpoints, the best one) in `training.checkpointing`.
 """
 
@@ -29,9 +29,9 @@ import os
 import pathlib
 import zipfile
 
-from programs import checkpoints
-from programs.checkpoints import RunError
-from programs.files import write_text_atomically
+from common import checkpoints
+from common.checkpoints import RunError
+from common.files import write_text_atomically
 
 SETTINGS_FILE = "run.json"
 TOKENIZER_FILE = "tokenizer.model"

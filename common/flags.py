@@ -15,7 +15,7 @@ import argparse
 import dataclasses
 import pathlib
 
-from programs import console
+from common import console
 
 # What --model can name; each program lists the kinds it reads.
 MODEL_KINDS = {

@@ -29,7 +29,7 @@ import zipfile
 
 import numpy as np
 
-from programs.files import write_atomically
+from common.files import write_atomically
 
 
 class RunError(ValueError):
