@@ -216,6 +216,23 @@ STUDY = (
         "fast-smoothing-0", "combined", (*FAST, "--set", "label_smoothing=0.0"), decodings=COMBINED
     ),
     Run("fast-layers-3", "combined", (*FAST, "--set", "num_layers=3"), decodings=COMBINED),
+    # Stage 3 (issue 39): subword regularisation on the chosen ground, BPE-dropout at Provilkov
+    # et al.'s 0.1 with two seeds, and a lighter 0.05; each to compare with fast-phrases-x10 and
+    # its seed-1 twin.
+    *(
+        Run(
+            name,
+            "subword sampling",
+            (*FAST, *PHRASES, "--subword-sampling", p),
+            seed=seed,
+            decodings=COMBINED,
+        )
+        for name, p, seed in (
+            ("fast-phrases-x10-sampling-0.1", "0.1", 0),
+            ("fast-phrases-x10-sampling-0.1-seed-1", "0.1", 1),
+            ("fast-phrases-x10-sampling-0.05", "0.05", 0),
+        )
+    ),
 )
 
 

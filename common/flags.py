@@ -154,6 +154,17 @@ def probability(text):
     return value
 
 
+def fraction(text):
+    """An argparse type: a float in [0, 1) (a dropout probability; 0: none)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text}")
+    return value
+
+
 def port(text):
     """An argparse type: a TCP port, 1 to 65535."""
     value = COUNT(text)

@@ -2,10 +2,10 @@
 lock, its run.json and where the run stands (`RunState`); and reading models and their
 tokenizers wherever they lie.
 
-run.json              what a resume must agree with (config, vocabulary, data, precision, seed,
-                      steps per epoch, --init-from, --keep-best, --early-stopping), the steps
-                      asked for, and what the finished run wrote (paths inside the run relative
-                      to it)
+run.json              what a resume must agree with (config, vocabulary, data, its subword
+                      sampling, precision, seed, steps per epoch, --init-from, --keep-best,
+                      --early-stopping), the steps asked for, and what the finished run wrote
+                      (paths inside the run relative to it)
 tokenizer.model       the shared subword vocabulary
 backup/               the exact training state (weights, optimizer, step, --keep-best's) for
                       resuming
@@ -265,6 +265,7 @@ FLAGS = {
     "init_from": "--init-from",
     "keep_best": "--keep-best",
     "early_stopping": "--early-stopping",
+    "subword_sampling": "--subword-sampling",
 }
 
 

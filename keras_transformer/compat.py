@@ -63,13 +63,14 @@ class TensorFlowTrainerFixes:
 TRAINER_FIXES = (TensorFlowTrainerFixes,) if keras.backend.backend() == "tensorflow" else ()
 
 
-def sentencepiece_tokenizer(model_proto, name):
+def sentencepiece_tokenizer(model_proto, name, **sampling):
     """tensorflow-text's SentencepieceTokenizer of `model_proto`, int32 ids, whose model
-    resource survives a cleared kernel cache (see the module's docstring)."""
+    resource survives a cleared kernel cache (see the module's docstring); `sampling`:
+    its nbest_size and alpha."""
     import tensorflow as tf
     import tensorflow_text as tf_text
 
-    tokenizer = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
+    tokenizer = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32, **sampling)
     tokenizer._model_resource = _named_sentencepiece_resource()(model_proto, name)
     return tokenizer
 

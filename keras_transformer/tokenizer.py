@@ -137,6 +137,14 @@ class SubwordTokenizer(tf.Module):
         ids = self._sentencepiece.tokenize(self.normalize(strings))
         return ids.to_tensor(PAD_ID) if padded else ids
 
+    def sampling(self, dropout):
+        """A tokenizer for training batches that draws a new segmentation at every call:
+        BPE-dropout (Provilkov et al., 2020), each merge skipped with probability `dropout` in
+        (0, 1), a form of subword regularisation (Kudo, 2018). Not a `tf.Module`: nothing
+        exported can hold it, so validation, evaluation, export and serving segment as
+        `tokenize` does. Its draws are not seeded (sentencepiece's own generator)."""
+        return SampledSegmentation(self, dropout)
+
     def detokenize(self, ids):
         """Strings [B] from ids [B, T] (ragged or dense); pad, bos and eos ids are dropped, the
         text stops at the first eos, and byte pieces that do not form valid UTF-8 become U+FFFD."""
@@ -152,3 +160,22 @@ class SubwordTokenizer(tf.Module):
 
     def id_to_piece(self, token_id):
         return self._processor.id_to_piece(int(token_id))
+
+
+class SampledSegmentation:
+    """`SubwordTokenizer.sampling`'s tokenizer: `tokenize` as the tokenizer's, with BPE-dropout."""
+
+    def __init__(self, tokenizer, dropout):
+        if not 0 < dropout < 1:
+            raise ValueError(f"BPE-dropout must be in (0, 1); got {dropout}")
+        self.dropout = dropout
+        self.normalize = tokenizer.normalize
+        # nbest_size -1: sample; for a BPE model alpha is the merges' dropout probability
+        self._sentencepiece = sentencepiece_tokenizer(
+            tokenizer.model_proto, tokenizer.name, nbest_size=-1, alpha=dropout
+        )
+
+    def tokenize(self, strings, padded=False):
+        """Subword ids of a batch of strings [B], one segmentation drawn for each."""
+        ids = self._sentencepiece.tokenize(self.normalize(strings))
+        return ids.to_tensor(PAD_ID) if padded else ids

@@ -30,7 +30,7 @@ def test_every_setting_has_one_flag_with_its_default_and_help():
     parser = train.build_parser()
     flagged = [action for action in parser._actions if action.dest not in ("help", "verbose")]
     found = list(settings(TrainingPlan))
-    assert len(found) == len(flagged) == 42  # as many as the flat plan had
+    assert len(found) == len(flagged) == 43  # the flat plan's 42 and --subword-sampling
     for field, option in found:
         actions = [action for action in flagged if action.dest == option.attribute]
         assert len(actions) == 1, field.name

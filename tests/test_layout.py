@@ -167,6 +167,8 @@ def test_every_numeric_flag_is_checked_where_it_is_parsed():
         ("training.train", ["--max-minutes", "nan"], "--max-minutes: expected a number above 0"),
         ("training.train", ["--keep-checkpoints", "0"], "--keep-checkpoints: expected an integer"),
         ("training.train", ["--early-stopping", "0"], "--early-stopping: expected an integer"),
+        ("training.train", ["--subword-sampling", "1"], "--subword-sampling: expected a number "
+         "in [0, 1), got 1"),
         ("training.binarize", ["--output", "x", "--max-length", "1"], "--max-length: expected"),
         ("training.evaluate", ["--model", "m", "--top-p", "1.5"], "--top-p: expected a number in "
          "(0, 1], got 1.5"),

@@ -6,6 +6,7 @@ import textwrap
 
 import numpy as np
 import pytest
+import sentencepiece
 import tensorflow as tf
 
 from keras_transformer import SubwordTokenizer
@@ -129,3 +130,25 @@ def test_errors_name_what_is_wrong(tmp_path):
         SubwordTokenizer.train(["a b c"], vocab_size=100, path=tmp_path / "x.model")
     with pytest.raises(FileNotFoundError, match="no sentencepiece model at .*missing.model"):
         SubwordTokenizer.load(tmp_path / "missing.model")
+
+
+def test_bpe_dropout_samples_segmentations_of_the_same_text(tokenizer):
+    """`sampling(p)` draws a new segmentation at every call (BPE-dropout), each of which
+    detokenizes to the normalized text; the tokenizer itself keeps sentencepiece's one
+    segmentation, exactly as sentencepiece's own deterministic encoder gives it."""
+    sampled = tokenizer.sampling(0.3)
+    texts = [text for text in SAMPLES if normalize_text(text)]
+    draws = [sampled.tokenize(tf.constant(texts)) for _ in range(6)]
+    for draw in draws:
+        restored = [s.decode("utf-8") for s in tokenizer.detokenize(draw).numpy()]
+        assert restored == [normalize_text(text) for text in texts]
+        assert not np.any(draw.flat_values.numpy() == 1)  # no <unk>: byte fallback still holds
+    segmentations = {tuple(map(tuple, draw.to_list())) for draw in draws}
+    assert len(segmentations) == len(draws)  # every draw differs
+    plain = tokenizer.tokenize(tf.constant(texts)).to_list()
+    encoder = sentencepiece.SentencePieceProcessor(model_proto=tokenizer.model_proto)
+    assert plain == [encoder.encode(normalize_text(text)) for text in texts]
+    assert all(tokenizer.tokenize(tf.constant(texts)).to_list() == plain for _ in range(3))
+    for dropout in (0.0, 1.0):
+        with pytest.raises(ValueError, match="BPE-dropout must be in"):
+            tokenizer.sampling(dropout)

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import run_python, tiny_flags, write_number_data
+from conftest import number_pairs, run_python, tiny_flags, write_number_data
 from tensorboard.backend.event_processing import event_accumulator
 
 from training import train
@@ -149,6 +149,7 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
         ),
         (["--max-length", "24"], "--max-length: 32 in the run, 24 now"),
         (["--seed", "1"], "--seed: 0 in the run, 1 now"),
+        (["--subword-sampling", "0.1"], "--subword-sampling: 0.0 in the run, 0.1 now"),
         (["--preset", "small"], "--preset: 'tiny' in the run, 'small' now"),
         (["--mixed-precision", "bf16"], "--mixed-precision: 'float32' in the run, 'mixed_bfloat16"),
         (["--steps-per-epoch", "10"], "--steps-per-epoch: 20 in the run, 10 now"),
@@ -207,6 +208,30 @@ def test_trained_under_jax_from_text_data(number_data, tmp_path):
     assert losses[-1] < losses[0]
 
 
+def test_subword_sampling_trains_and_the_export_never_samples(number_data, tmp_path, capsys):
+    """--subword-sampling (BPE-dropout on the training pairs) is recorded in run.json, a resume
+    must agree with it, and the exported graph segments deterministically: the same sentences
+    give the same translations and scores, call after call."""
+    import tensorflow as tf
+
+    out = tmp_path / "run"
+    args = tiny_run(number_data, out, "--steps", "4", "--steps-per-epoch", "2")
+    train.main([*args, "--subword-sampling", "0.2", "--bleu-sentences", "0"])
+    assert json.loads((out / "run.json").read_text())["subword_sampling"] == 0.2
+    translate = tf.saved_model.load(str(out / "export" / "1")).signatures["serving_default"]
+    sentences = tf.constant([de for de, _ in number_pairs(8, 5)])
+    first = translate(sentences=sentences)
+    for _ in range(3):
+        again = translate(sentences=sentences)
+        assert again["translation"].numpy().tolist() == first["translation"].numpy().tolist()
+        np.testing.assert_array_equal(again["score"].numpy(), first["score"].numpy())
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        train.main([*args, "--bleu-sentences", "0"])
+    assert exit_info.value.code == 1
+    assert "--subword-sampling: 0.2 in the run, 0.0 now" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
@@ -236,6 +261,11 @@ def test_trained_under_jax_from_text_data(number_data, tmp_path):
         (
             ["--max-length", "2"],
             "leaves no pair to train on: pairs read 2000, kept 0, dropped 2000",
+        ),
+        (["--subword-sampling", "0.1", "--deterministic"], "--deterministic cannot repeat"),
+        (
+            ["--subword-sampling", "0.1", "--dataset", "binarized:somewhere"],
+            "binarized data holds one segmentation",
         ),
         (["--test-split", "exam"], "--test-split exam: tsv:"),
         (["--validation-split", "dev"], "--validation-split dev: tsv:"),

@@ -61,6 +61,16 @@ class Data:
     sentence_repeats: int = flags.SENTENCE_REPEATS.field()
     vocab_size: int | None = flags.VOCAB_SIZE.field()
     max_length: int = flags.MAX_LENGTH.field()
+    subword_sampling: float = Option(
+        "--subword-sampling",
+        type=flags.fraction,
+        default=0.0,
+        metavar="DROPOUT",
+        help="subword regularisation of the training pairs: each time a pair is batched, its "
+        "segmentation is drawn anew by BPE-dropout (Provilkov et al., 2020), every merge "
+        "skipped with this probability (0: none, as the paper; 0.1 in their study); "
+        "validation, evaluation, the export and serving segment as without it",
+    ).field()
     tokens_per_batch: int | None = Option(
         "--tokens-per-batch",
         type=COUNT,
@@ -305,6 +315,16 @@ class TrainingPlan:
             )
         if data.tokenizer and not data.tokenizer.is_file():
             raise ValueError(f"--tokenizer {data.tokenizer}: no such file")
+        if data.subword_sampling and data.dataset.startswith("binarized:"):
+            raise ValueError(
+                "--subword-sampling segments the text anew each time; binarized data holds "
+                "one segmentation: train from the dataset itself, or leave --subword-sampling"
+            )
+        if data.subword_sampling and self.schedule.deterministic:
+            raise ValueError(
+                "--subword-sampling draws from sentencepiece's unseeded generator, which "
+                "--deterministic cannot repeat: leave one of the two"
+            )
         self.check_execution(self.schedule.steps_per_execution)
         return self.checked_selection()
 
@@ -365,6 +385,7 @@ class TrainingPlan:
             "languages": list(languages),
             "max_length": data.max_length,
             "phrases": {"sentence_repeats": data.sentence_repeats} if data.phrases else None,
+            "subword_sampling": data.subword_sampling,
             "precision": precision,
             "seed": self.schedule.seed,
             "steps_per_epoch": self.schedule.steps_per_epoch,

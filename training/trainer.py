@@ -608,9 +608,10 @@ class Trainer:
 
         from keras_transformer.data import make_batches, weigh_tokens
 
+        sampling = self.plan.data.subword_sampling
         batches = make_batches(
             self.dataset.read("train", shuffle_files=True, seed=seed),
-            self.tokenizer,
+            self.tokenizer.sampling(sampling) if sampling else self.tokenizer,
             self.config.tokens_per_batch,
             self.plan.data.max_length,
             seed=seed,
