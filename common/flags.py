@@ -13,6 +13,7 @@ parser `add_dataclass` generates and whose values `from_namespace` reads back.
 
 import argparse
 import dataclasses
+import math
 import pathlib
 
 from common import console
@@ -127,7 +128,7 @@ def at_least(minimum, kind=int):
             raise argparse.ArgumentTypeError(
                 f"expected {_range(kind, minimum)}, got {text!r}"
             ) from None
-        if not value >= minimum:  # NaN too
+        if not minimum <= value < math.inf:  # NaN and infinity too
             raise argparse.ArgumentTypeError(f"expected {_range(kind, minimum)}, got {text}")
         return value
 
@@ -174,7 +175,7 @@ def port(text):
 
 
 def _range(kind, minimum):
-    return f"{'an integer' if kind is int else 'a number'} of at least {minimum}"
+    return f"{'an integer' if kind is int else 'a finite number'} of at least {minimum}"
 
 
 VOCAB_MINIMUM = 261  # 4 special ids, 256 byte pieces and one more (SubwordTokenizer.train)

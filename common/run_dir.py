@@ -50,6 +50,8 @@ def read_settings(run_dir):
         raise RunError(f"{path} cannot be read ({error}); restore it from a copy") from None
     if not isinstance(settings, dict):
         raise RunError(f"{path} is not a run's settings (a JSON object)")
+    if "config" in settings:  # a run written before --subword-sampling did not sample
+        settings.setdefault("subword_sampling", 0.0)
     import keras_transformer as kt
 
     try:  # config fields added since the run was written take their defaults
@@ -57,6 +59,12 @@ def read_settings(run_dir):
     except (KeyError, TypeError, ValueError):
         pass  # compared as written, and reported field by field
     return settings
+
+
+def scores_beside(translations):
+    """Where the scores of a file of translations are written: beside it, .scores.json added."""
+    translations = pathlib.Path(translations)
+    return translations.with_name(translations.name + ".scores.json")
 
 
 def differences(previous, current, prefix=""):
@@ -98,6 +106,10 @@ class RunDirectory:
     def translations(self, split):
         """Where the finished run's translations of `split` go (its scores beside)."""
         return self.path / f"translations.{split}.txt"
+
+    def scores(self, split):
+        """The BLEU, chrF and chrF++ of the finished run's translations of `split`."""
+        return scores_beside(self.translations(split))
 
     def lock(self):
         return RunLock(self.path)

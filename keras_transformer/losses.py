@@ -59,10 +59,9 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         Since q sums to 1 and log p = z - logsumexp(z) for logits z, the loss is
         logsumexp(z) - sum_k q_k z_k: reductions over the vocabulary alone (gradient
         softmax(z) - q). Under XLA q and q * z fuse into the reduction, so no [B, T, V] tensor but
-        the logits' gradient is written: in a JAX training step on a CPU the loss took half the
-        time of log_softmax against q. Without XLA (TensorFlow's default) it runs as fast as that
-        did; taking z_y by take_along_axis instead (15% faster under XLA) ran 1.3 to 1.5 times
-        slower there, its gradient a scatter into [B, T, V].
+        the logits' gradient is written. Without XLA (TensorFlow's default) it runs as fast as
+        log_softmax against q, while taking z_y by take_along_axis (faster under XLA) is slower
+        there, its gradient a scatter into [B, T, V] (the figures: docs/design-choices.md).
         """
         labels = ops.cast(y_true, "int32")
         logits = ops.cast(y_pred, "float32")

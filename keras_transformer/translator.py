@@ -55,7 +55,8 @@ class Translator(tf.Module):
     distribution instead, reproducibly for its seed (back-translation); its n-best list is that
     one translation. `search`, a `kt.decoding.Search` (e.g. `kt.DiverseBeam`), searches with it
     instead of beam search or sampling (its `beam_size`, and its `alpha` if it has one, are
-    the translator's).
+    the translator's; a `beam_size` or `alpha` given beside it must agree). Without either,
+    beam search of `beam_size` (default 4) and `alpha` (default 0.6), §6.1.
     `jit_compile=True` compiles the search with XLA, for translating in Python (as
     `training.evaluate --jit-compile` does): XLA compiles once per batch size and source
     length rounded up to a multiple of 16, and the translator cannot be saved, since TensorFlow
@@ -66,8 +67,8 @@ class Translator(tf.Module):
         self,
         model,
         tokenizer,
-        beam_size=4,
-        alpha=0.6,
+        beam_size=None,
+        alpha=None,
         extra_length=50,
         max_source_length=None,
         min_length=1,
@@ -79,7 +80,8 @@ class Translator(tf.Module):
     ):
         super().__init__(name=name)
         search = _search(beam_size, alpha, sampling, search)
-        beam_size, alpha = search.beam_size, getattr(search, "alpha", alpha)
+        alpha = getattr(search, "alpha", BEAM.alpha if alpha is None else alpha)
+        beam_size = search.beam_size
         nbest = nbest or beam_size
         if not 1 <= nbest <= beam_size:
             raise ValueError(f"nbest must be in 1..beam_size={beam_size}, got {nbest}")
@@ -248,14 +250,31 @@ class Translator(tf.Module):
         )
 
 
+BEAM = Beam(4, 0.6)  # §6.1's beam search: the Translator's default
+
+
 def _search(beam_size, alpha, sampling, search):
-    """The Search a Translator runs: `search` if given, else sampling with `sampling`'s
-    settings, else beam search."""
+    """The Search a Translator runs: `search` if given (refused where `beam_size` or `alpha`
+    is given and differs from its own), else sampling with `sampling`'s settings, else beam
+    search."""
     if search is not None and sampling is not None:
         raise ValueError("give either `search` or `sampling`, not both")
     if sampling is not None:
         return Sampler(sampling.check())
-    return search or Beam(beam_size, alpha)
+    if search is None:
+        return Beam(
+            BEAM.beam_size if beam_size is None else beam_size,
+            BEAM.alpha if alpha is None else alpha,
+        )
+    given = {"beam_size": beam_size, "alpha": alpha}
+    differing = [
+        f"{name}={value}"
+        for name, value in given.items()
+        if value is not None and value != getattr(search, name, value)
+    ]
+    if differing:
+        raise ValueError(f"{', '.join(differing)} differs from the search's: {search}")
+    return search
 
 
 def _strings(name):

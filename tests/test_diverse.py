@@ -76,12 +76,16 @@ def test_nbest_are_valid_and_scored_as_forced_decoding_scores_them(number_transl
 
 
 def test_settings_are_checked(number_translator):
-    for settings in (dict(groups=3), dict(groups=0), dict(diversity=-1.0)):
+    for settings in (dict(groups=3), dict(groups=0), dict(diversity=-1.0), dict(diversity=1e999)):
         with pytest.raises(ValueError, match="diverse beam search needs groups >= 1 dividing"):
             kt.DiverseBeam(beam_size=4, **settings)
     model, tokenizer, _ = number_translator
-    translator = kt.Translator(model, tokenizer, alpha=1.0, search=kt.DiverseBeam(6, 2, 1.0))
+    translator = kt.Translator(model, tokenizer, search=kt.DiverseBeam(6, 2, 1.0))
     assert (translator.beam_size, translator.alpha, translator.nbest) == (6, 0.6, 6)
+    same = kt.Translator(model, tokenizer, 6, 0.6, search=kt.DiverseBeam(6, 2, 1.0))
+    assert (same.beam_size, same.alpha) == (6, 0.6)
+    with pytest.raises(ValueError, match="alpha=1.0 differs from the search's: DiverseBeam"):
+        kt.Translator(model, tokenizer, alpha=1.0, search=kt.DiverseBeam(6, 2, 1.0))
     with pytest.raises(ValueError, match="give either `search` or `sampling`"):
         kt.Translator(model, tokenizer, search=kt.DiverseBeam(), sampling=kt.Sampling())
 

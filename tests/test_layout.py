@@ -179,6 +179,8 @@ def test_every_numeric_flag_is_checked_where_it_is_parsed():
         ("serving.export", ["--model", "m", "--diverse-groups", "0"], "--diverse-groups: "
          "expected an integer of at least 1, got 0"),
         ("serving.export", ["--model", "m", "--diversity", "-1"], "--diversity: expected"),
+        ("serving.export", ["--model", "m", "--diversity", "inf"], "--diversity: expected a "
+         "finite number of at least 0.0, got inf"),
         ("benchmarks.gpu", ["--data", "d", "--demo-minutes", "inf"], "--demo-minutes: expected"),
     ],
 )  # fmt: skip

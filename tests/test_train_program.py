@@ -120,9 +120,9 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
 
     # The same command again finds the run finished: it trains nothing, exports no second
     # version and changes no file; also when its run.json predates a config field
-    # (learning_rate_scale, added later).
+    # (learning_rate_scale, added later) and --subword-sampling (read as 0: a resume must agree).
     settings = json.loads((out / "run.json").read_text())
-    del settings["config"]["learning_rate_scale"]
+    del settings["config"]["learning_rate_scale"], settings["subword_sampling"]
     (out / "run.json").write_text(json.dumps(settings))
     before = tree(out)
     train.main(
@@ -208,15 +208,25 @@ def test_trained_under_jax_from_text_data(number_data, tmp_path):
     assert losses[-1] < losses[0]
 
 
-def test_subword_sampling_trains_and_the_export_never_samples(number_data, tmp_path, capsys):
+def test_subword_sampling_trains_and_the_export_never_samples(
+    number_data, tmp_path, capsys, monkeypatch
+):
     """--subword-sampling (BPE-dropout on the training pairs) is recorded in run.json, a resume
     must agree with it, and the exported graph segments deterministically: the same sentences
     give the same translations and scores, call after call."""
     import tensorflow as tf
 
+    from keras_transformer.tokenizer import SubwordTokenizer
+
+    drawn = []
+    sampling = SubwordTokenizer.sampling
+    monkeypatch.setattr(
+        SubwordTokenizer, "sampling", lambda self, p: drawn.append(p) or sampling(self, p)
+    )
     out = tmp_path / "run"
     args = tiny_run(number_data, out, "--steps", "4", "--steps-per-epoch", "2")
     train.main([*args, "--subword-sampling", "0.2", "--bleu-sentences", "0"])
+    assert drawn == [0.2]  # the training batches, and nothing else, sample
     assert json.loads((out / "run.json").read_text())["subword_sampling"] == 0.2
     translate = tf.saved_model.load(str(out / "export" / "1")).signatures["serving_default"]
     sentences = tf.constant([de for de, _ in number_pairs(8, 5)])

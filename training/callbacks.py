@@ -1,4 +1,4 @@
-"""The callbacks of a training run besides checkpointing (`common.checkpoints`): TensorBoard
+"""The callbacks of a training run besides checkpointing (`training.checkpointing`): TensorBoard
 with the training step as its axis, BLEU and sample translations on the validation split
 (TensorFlow), the validation loss, a stop on NaN that keeps the last good state, a stop on
 SIGTERM, at the plan's step and after a wall-clock bound.

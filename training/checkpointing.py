@@ -28,6 +28,7 @@ from common.checkpoints import (
     weights_of,
 )
 from common.files import ensure_room, write_atomically, write_text_atomically
+from common.run_dir import RunDirectory
 
 
 def current_step(model):
@@ -61,8 +62,8 @@ def check_finite(model, weights, path):
     array}) hold a NaN or an infinity: `path` is then not written."""
     bad = [name for name, value in weights.items() if not np.isfinite(value).all()]
     if bad:
-        checkpoint_dir = pathlib.Path(path).parents[1] / "checkpoints"
-        latest = list_checkpoints(checkpoint_dir)
+        run = RunDirectory(pathlib.Path(path).parents[1])  # path: RUN/{checkpoints,backup,best}/x
+        latest = list_checkpoints(run.checkpoints)
         raise TrainingDiverged(
             f"the weights hold NaN or infinite values at step {current_step(model)} ({bad[0]}"
             f"{f' and {len(bad) - 1} more' if len(bad) > 1 else ''}), though the loss logged "

@@ -10,6 +10,8 @@ import sys
 import keras
 import numpy as np
 
+from common.run_dir import scores_beside
+
 
 def progress_verbosity():
     """Keras's progress bar on a terminal; in a log file only the final line."""
@@ -82,7 +84,7 @@ def score_report(hypotheses, references, output, sources_cut=()):
             f"and were translated cut to it: lines {shown}"
         )
     output = write_translations(hypotheses, output)
-    output.with_name(output.name + ".scores.json").write_text(json.dumps(scores, indent=2))
+    scores_beside(output).write_text(json.dumps(scores, indent=2))
     return scores
 
 

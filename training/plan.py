@@ -10,7 +10,7 @@ import dataclasses
 import json
 import pathlib
 
-from common import flags
+from common import checkpoints, flags
 from common.flags import COUNT, Option
 
 # The paper's schedule: base models trained 100k steps at 0.4 s a step, big ones 300k at 1.0 s
@@ -243,7 +243,7 @@ class Selection:
     ).field()
     keep_best: str | None = Option(
         "--keep-best",
-        choices=("bleu", "chrf", "loss"),
+        choices=checkpoints.METRICS,
         help="at every validation keep the checkpoint with the best validation BLEU, chrF "
         "(greedy translations of --bleu-sentences pairs) or loss (the references' "
         "cross-entropy, on the same pairs) in RUN_DIR/best/, apart from the rolling ones",

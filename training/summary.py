@@ -26,8 +26,7 @@ DEMO_DIRS = (
 def summary(run_dir, export_dir):
     """The summary's lines."""
     run, export_dir = RunDirectory(run_dir), pathlib.Path(export_dir)
-    scores = run.translations("test").with_name(run.translations("test").name + ".scores.json")
-    lines = [f"Summary of the run in {run}:", *score_lines(scores)]
+    lines = [f"Summary of the run in {run}:", *score_lines(run.scores("test"))]
     found = checkpoints.list_checkpoints(run.checkpoints)
     lines.append(
         f"  training steps: {checkpoints.step_of(found[-1])}"

@@ -26,7 +26,7 @@ from training.datasets import train_tokenizer
 
 TFDS_COUNTED = 10000  # pairs of a tfds training split counted before training (all with --epochs)
 # Steps per execution under JAX (without --steps-per-execution), largest first: see
-# `choose_steps_per_execution` and benchmarks/README.md, "The host's share of a step".
+# `choose_steps_per_execution` and benchmarks/GPU.md, "The host's share of a small model's step".
 AUTO_STEPS_PER_EXECUTION = (16, 8, 4, 2, 1)
 
 

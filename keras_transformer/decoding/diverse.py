@@ -5,6 +5,7 @@ groups before it that chose each token at this step. The penalty steers the choi
 hypotheses keep their log P, scored log P / lp as `Beam` scores them."""
 
 import dataclasses
+import math
 
 import tensorflow as tf
 
@@ -24,10 +25,10 @@ class DiverseBeam(Search):
     alpha: float = 0.6
 
     def __post_init__(self):
-        if self.groups < 1 or self.beam_size % self.groups or self.diversity < 0:
+        if self.groups < 1 or self.beam_size % self.groups or not 0 <= self.diversity < math.inf:
             raise ValueError(
-                "diverse beam search needs groups >= 1 dividing beam_size and diversity >= 0; "
-                f"got beam_size={self.beam_size}, groups={self.groups}, "
+                "diverse beam search needs groups >= 1 dividing beam_size and a finite "
+                f"diversity >= 0; got beam_size={self.beam_size}, groups={self.groups}, "
                 f"diversity={self.diversity}"
             )
 

@@ -13,8 +13,8 @@ from keras import ops
 
 # Backends whose keras.ops.dot_product_attention full-sequence passes use: JAX's, cuDNN's fused
 # attention on a GPU. TensorFlow's has no fused kernel (it refuses flash_attention=True): it is
-# Eq. 1 as einsums, which made a training step of the small preset 2-4% slower on a CPU than Eq. 1
-# written out here. PyTorch's is not checked here (not installed), so it keeps Eq. 1 written out.
+# Eq. 1 as einsums, slower on a CPU than Eq. 1 written out here (docs/design-choices.md).
+# PyTorch's is not checked here (not installed), so it keeps Eq. 1 written out.
 FUSED_BACKENDS = ("jax",)
 
 # Masked logits are set to this value. Masking happens on float32 logits (softmax runs in

@@ -58,8 +58,9 @@ class SharedEmbedding(keras.layers.Layer):
 
     def output_projection(self):
         """The pre-softmax linear transformation [d_model, vocab]: the target embedding matrix
-        transposed (§3.4) and laid out anew. On CPU, a matmul of a few rows against a transposed
-        matrix ran 4 to 18 times slower than against this copy (TensorFlow 2.21, 2 cores)."""
+        transposed (§3.4) and laid out anew: on a CPU, a matmul of a few rows against a
+        transposed matrix runs several times slower than against this copy (the figures:
+        docs/design-choices.md)."""
         return ops.transpose(ops.cast(self.target_embeddings, self.compute_dtype))
 
     def call(self, inputs, mode="target", projection=None):
