@@ -138,31 +138,28 @@ def at_least(minimum, kind=int):
 
 def positive(text):
     """An argparse type: a float above 0 (a time, a temperature of sampling's)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text}")
-    return value
+    return _float_within(text, lambda value: 0 < value < math.inf, "a number above 0")
 
 
 def probability(text):
     """An argparse type: a float in (0, 1]."""
-    value = positive(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text}")
-    return value
+    return _float_within(text, lambda value: 0 < value <= 1, "a number in (0, 1]")
 
 
 def fraction(text):
     """An argparse type: a float in [0, 1) (a dropout probability; 0: none)."""
+    return _float_within(text, lambda value: 0 <= value < 1, "a number in [0, 1)")
+
+
+def _float_within(text, inside, expected):
+    """The float of `text` where `inside(value)` (False for NaN), else a usage error saying
+    what was `expected`."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if not inside(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
     return value
 
 
