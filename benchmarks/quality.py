@@ -233,6 +233,14 @@ STUDY = (
             ("fast-phrases-x10-sampling-0.05", "0.05", 0),
         )
     ),
+    # Stage 3, the low-resource levers (Araabi & Monz 2020) on the chosen ground, one at a time:
+    # depth first (3+3 layers beat 2+2 on the sentences alone, fast-layers-3).
+    Run(
+        "fast-phrases-x10-layers-3",
+        "depth",
+        (*FAST, *PHRASES, "--set", "num_layers=3"),
+        decodings=COMBINED,
+    ),
 )
 
 
