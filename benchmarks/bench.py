@@ -355,7 +355,7 @@ def train_served_model(directory, steps, size, quick):
 
 # Each TensorFlow setting of the served path's probes: its environment.
 TF_SETTINGS = {"default": {}, "TF_ENABLE_ONEDNN_OPTS=0": {"TF_ENABLE_ONEDNN_OPTS": "0"}}
-SERVED_BATCHES = (64, 1)
+SERVED_BATCHES = (64, 8, 1)
 
 
 def served_path(directory, steps, size, quick, rounds):
@@ -363,8 +363,8 @@ def served_path(directory, steps, size, quick, rounds):
     beam 4 and greedy search and converted to CTranslate2 (float32, int8), timed in fresh
     processes (benchmarks.probes served-path: the engines in turn, best of `rounds`) under each
     TensorFlow setting (TF_SETTINGS; the default only with `quick`); and, in the first process,
-    where the SavedModel's time goes by op type (beam 4, batch 64) and the CTranslate2
-    engine's own work per call."""
+    where the SavedModel's time goes by op type (beam 4, batch 64 and batch 1) and the
+    CTranslate2 engine's own work per call."""
     import keras_transformer as kt
     from benchmarks.probes import SEARCHES
     from serving.ctranslate2 import convert
@@ -388,7 +388,11 @@ def served_path(directory, steps, size, quick, rounds):
         )
         overhead = answers.pop("overhead")
         if first:
-            results = dict(engine_overhead=overhead, step_profile=answers.pop("profile"))
+            results = dict(
+                engine_overhead=overhead,
+                step_profile=answers.pop("profile"),
+                step_profile_batch1=answers.pop("profile_batch1"),
+            )
         rows += served_rows(setting, answers, len(sentences))
     return dict(
         served_data=data,

@@ -26,9 +26,15 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
         BATCH in turn in one process, as two exports of one model (before and after a change)
         are best compared on a machine whose speed moves
     step-profile SAVED_MODEL SENTENCES_FILE BATCH
-        {"seconds": wall time, "sentences": n, "steps": decoding steps, "ops": {op type:
-        seconds}}: TensorFlow's profiler over the SavedModel translating the file at BATCH
-        (after a warm-up call)
+        {"seconds": wall time, "sentences": n, "batch": BATCH, "steps": decoding steps, "ops":
+        {op type: seconds}, "outside_loop": op seconds outside the search's loop}:
+        TensorFlow's profiler over the SavedModel translating the file at BATCH (after a
+        warm-up call)
+    export-caches MODEL_KERAS TOKENIZER OUTPUT_DIR
+        {"exported": [directories]}: the model (rebuilt in float32) exported with beam 4 three
+        ways, OUTPUT_DIR/growing (the Translator's cache, growing a position a step),
+        preallocated-bound (preallocated to each batch's bound, source length + 50) and
+        preallocated-max (to the model's max_length), for saved-models to compare
     training-step CONFIG_JSON BATCH LENGTH REPEATS
         [seconds of each training step after 2 warm-up steps] under the Keras backend of
         KERAS_BACKEND (compiled: XLA under JAX, a tf.function without XLA under TensorFlow)
@@ -345,6 +351,7 @@ def served_path(directory, sentences_file, rounds, profile, *batches):
     answers["overhead"] = engine_overhead(directory, sentences, rounds)
     if profile == "profile":
         answers["profile"] = step_profile(f"{directory}/saved-beam4", sentences_file, 64)
+        answers["profile_batch1"] = step_profile(f"{directory}/saved-beam4", sentences_file, 1)
     return answers
 
 
@@ -406,19 +413,68 @@ def step_profile(saved_model, sentences_file, batch):
         tf.profiler.experimental.stop()
         (trace,) = pathlib.Path(logdir).glob("**/*.xplane.pb")
         space = xplane_pb2.XSpace.FromString(trace.read_bytes())
-    ops, steps = collections.Counter(), 0
+    ops, steps, outside = collections.Counter(), 0, 0.0
     for plane in space.planes:
         for line in plane.lines:
             for event in line.events:
                 match = OP_EVENT.fullmatch(plane.event_metadata[event.metadata_id].name)
                 if match:  # "scope/name:OpType" (not the executor's own events)
                     ops[match.group(2)] += event.duration_ps * 1e-12
-                    steps += match.group(2) == "LogSoftmax" and "/while/" in match.group(1)
-    return {"seconds": seconds, "sentences": len(sentences), "steps": steps, "ops": ops}
+                    in_loop = "/while/" in match.group(1)
+                    steps += match.group(2) == "LogSoftmax" and in_loop
+                    outside += 0 if in_loop else event.duration_ps * 1e-12
+    return {
+        "seconds": seconds,
+        "sentences": len(sentences),
+        "batch": batch,
+        "steps": steps,
+        "ops": ops,
+        "outside_loop": outside,  # op seconds outside the search's loop (encoder, alignment...)
+    }
+
+
+def export_caches(model_path, tokenizer_path, output_dir):
+    import keras
+    import numpy as np
+
+    import keras_transformer as kt
+    from keras_transformer.decoding import search_ids
+
+    saved = keras.saving.load_model(model_path)
+    model = kt.build_transformer(saved.config)  # float32, whatever the saved policy
+    model({"source": np.ones((1, 3), "int32"), "target": np.ones((1, 3), "int32")})
+    model.set_weights([np.asarray(w, "float32") for w in saved.get_weights()])
+    tokenizer = kt.SubwordTokenizer.load(tokenizer_path)
+
+    class Preallocated(kt.Translator):
+        def __init__(self, bound):
+            super().__init__(model, tokenizer)
+            self.bound = bound
+
+        def search_ids(self, source, prefix=None):
+            return search_ids(
+                self.model,
+                source,
+                self.search,
+                max_length=self.bound,
+                extra_length=self.extra_length,
+                min_length=self.min_length,
+                target_prefix=prefix,
+                static_shapes=True,
+            )
+
+    translators = {
+        "growing": kt.Translator(model, tokenizer),
+        "preallocated-bound": Preallocated(None),
+        "preallocated-max": Preallocated(model.config.max_length),
+    }
+    exported = [str(t.save(f"{output_dir}/{name}")) for name, t in translators.items()]
+    return {"exported": exported}
 
 
 OP_EVENT = re.compile(r"([\w./-]+):(\w+)")
 PROBES = {
+    "export-caches": export_caches,
     "loss-share": loss_share,
     "model-throughput": model_throughput,
     "peak-memory": peak_memory,

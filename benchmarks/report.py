@@ -83,9 +83,9 @@ The {served_sentences} test sentences translated by the exported SavedModel's
 and by the same model converted with `python -m serving.ctranslate2` (float32, and
 `--quantization int8`) behind our CTranslate2 engine (`serving.translate --model CT2_DIR`: our
 tokenization, GNMT's length penalty), all in one fresh process, in turn, the best of each
-engine's rounds: ms per sentence at batch 64 and at batch 1, the engine's time over CTranslate2
-float32's in the same process, and how many of its batch-64 translations equal the
-SavedModel's. A second process (not with --quick) sets `TF_ENABLE_ONEDNN_OPTS=0`, which turns
+engine's rounds: ms per sentence at each batch size (sentences a call), the engine's time
+over CTranslate2 float32's in the same process, and how many of its translations at the
+largest batch equal the SavedModel's. A second process (not with --quick) sets `TF_ENABLE_ONEDNN_OPTS=0`, which turns
 off TensorFlow's oneDNN kernels.{before_note}
 
 {table}
@@ -101,12 +101,12 @@ call alone on the same pieces.
 """
 
 STEP_PROFILE = """\
-## Where the SavedModel's time goes (beam 4, batch 64)
+## Where the SavedModel's time goes (beam 4, batch {batch})
 
-TensorFlow's profiler over the SavedModel translating the {served_sentences} sentences at batch
-64 (default setting): op time by kind, ms per decoding step (the loop's
-iterations, {steps} here). Op times overlap on {cores} cores, so they add up to more than the
-wall time.{before_note}
+TensorFlow's profiler over the SavedModel translating the {sentences} sentences at batch
+{batch} (default setting): op time by kind, ms per decoding step (the loop's
+iterations, {steps} here).{outside} Op times overlap on {cores} cores, so they add up to more
+than the wall time.{before_note}
 
 {table}
 """
@@ -182,11 +182,36 @@ def served(results, before):
 
 
 def step_profile(results, before):
-    note = before_note(results, before, "step_profile")
-    steps = results["step_profile"]["steps"]
+    """The profile at batch 64 (`step_profile`) and, where measured, at batch 1."""
     cores = results["machine"].split(", ")[1].split()[0]
-    table = step_profile_table(results, before)
-    return fill(STEP_PROFILE, **results, steps=steps, cores=cores, before_note=note, table=table)
+    texts = []
+    for key, batch in (("step_profile", 64), ("step_profile_batch1", 1)):
+        if key in results:
+            texts.append(
+                fill(
+                    STEP_PROFILE,
+                    batch=batch,
+                    sentences=results[key]["sentences"],
+                    steps=results[key]["steps"],
+                    cores=cores,
+                    outside=outside_loop(results[key]),
+                    before_note=before_note(results, before, key),
+                    table=step_profile_table(results[key], (before or {}).get(key)),
+                )
+            )
+    return "\n\n".join(texts)
+
+
+def outside_loop(profile):
+    """The sentence on the op time outside the search's loop, where the profile measured it."""
+    if "outside_loop" not in profile:
+        return ""
+    calls = -(-profile["sentences"] // profile["batch"])
+    return (
+        f" Outside the loop (tokenizer, encoder, the alignment's decoder pass: once a call) the"
+        f" ops took {1000 * profile['outside_loop'] / calls:.2f} ms a call, counted in the"
+        " table too."
+    )
 
 
 def padding(results):
@@ -328,19 +353,18 @@ def saved_model_table(results, before):
 
 
 def served_table(results, before):
+    rows = results["served_path"]
+    batches = list(rows[0]["ms"])  # in the order measured (bench.SERVED_BATCHES)
+    earlier = before["served_path"] if before and "served_path" in before else None
+    compared = [b for b in batches if earlier and b in earlier[0]["ms"]]
     columns = (
         *(("search", "l"), ("engine", "l"), ("TensorFlow", "l")),
-        *(("batch 64 ms/sentence", "r"), ("batch 1 ms/sentence", "r")),
-        *(("batch 64 over CTranslate2 float32", "r"), ("batch 1 over CTranslate2 float32", "r")),
+        *((f"batch {b} ms/sentence", "r") for b in batches),
+        *((f"batch {b} over CTranslate2 float32", "r") for b in batches),
         ("same as SavedModel", "r"),
+        *(column for b in compared for column in ((f"before: batch {b}", "r"), ("speed-up", "r"))),
     )
-    if before and "served_path" in before:
-        columns += (
-            *(("before: batch 64", "r"), ("speed-up", "r")),
-            *(("before: batch 1", "r"), ("speed-up", "r")),
-        )
     lines = table_header(columns)
-    rows = results["served_path"]
     for figures in rows:
         float32 = next(
             r
@@ -353,22 +377,21 @@ def served_table(results, before):
             figures["search"],
             figures["engine"],
             figures["setting"],
-            *(f"{ms[b]:.2f}" for b in ("64", "1")),
-            *(f"{ms[b] / float32['ms'][b]:.2f}" for b in ("64", "1")),
+            *(f"{ms[b]:.2f}" for b in batches),
+            *(f"{ms[b] / float32['ms'][b]:.2f}" for b in batches),
             f"{figures['same']}/{results['served_sentences']}",
         ]
-        if before and "served_path" in before:
-            then = next(
-                (
-                    r
-                    for r in before["served_path"]
-                    if (r["search"], r["engine"], r["setting"])
-                    == (figures["search"], figures["engine"], figures["setting"])
-                ),
-                None,
-            )
-            for b in ("64", "1"):
-                cells += before_cells(then["ms"][b] if then else None, ms[b])
+        then = next(
+            (
+                r
+                for r in earlier or ()
+                if (r["search"], r["engine"], r["setting"])
+                == (figures["search"], figures["engine"], figures["setting"])
+            ),
+            None,
+        )
+        for b in compared:
+            cells += before_cells(then["ms"][b] if then else None, ms[b])
         lines.append(row(*cells))
     return "\n".join(lines)
 
@@ -382,7 +405,10 @@ OP_KINDS = {
         "_FusedMatMul",
         "BiasAdd",
     ),
-    "attention: scores and weighted values": ("BatchMatMulV2", "_MklBatchMatMulV2"),
+    "attention: scores and weighted values (batched matmuls)": (
+        "BatchMatMulV2",
+        "_MklBatchMatMulV2",
+    ),
     "softmax and log-softmax": ("Softmax", "_MklSoftmax", "LogSoftmax"),
     "cache: writes, beam reordering, shrinking (gather, scatter, concat)": (
         "GatherV2",
@@ -404,9 +430,10 @@ def op_kinds(profile):
     return kinds
 
 
-def step_profile_table(results, before):
-    after = op_kinds(results["step_profile"])
-    then = op_kinds(before["step_profile"]) if before and "step_profile" in before else None
+def step_profile_table(profile, earlier):
+    """The op kinds of `profile` (a probe's step_profile), beside an `earlier` one if given."""
+    after = op_kinds(profile)
+    then = op_kinds(earlier) if earlier else None
     columns = (("ops", "l"), ("ms per step", "r"), ("share of op time", "r"))
     if then:
         columns += (("before: ms per step", "r"), ("before: share", "r"))

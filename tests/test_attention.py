@@ -29,6 +29,22 @@ def test_eq1_matches_formula_with_mask():
     np.testing.assert_allclose(out, expected_weights @ v, atol=1e-5)
 
 
+@pytest.mark.parametrize("queries, mask_queries", [(1, 1), (4, 1), (3, 3)])
+def test_cached_attention_is_eq1_in_the_step_layout(queries, mask_queries):
+    # A decoding step's form of Eq. 1 (products and sums, queries [B, Tq, H, d]) computes what the
+    # batched matmuls do: one query per row, a sentence's beams, or a causal [Tq, Tk] mask.
+    rng = np.random.default_rng(2)
+    q = rng.normal(size=(2, 3, queries, 8)).astype("float32")  # [B, H, Tq, d_k]
+    k, v = rng.normal(size=(2, 3, 7, 8)).astype("float32"), rng.normal(size=(2, 3, 7, 5))
+    mask = rng.random((2, 1, mask_queries, 7)) > 0.4
+    mask[..., 0] = True
+    mask[1, ..., :] = False  # a query that sees no key averages the values, as Eq. 1 does
+    out, weights = attention.cached_attention(q.swapaxes(1, 2), k, v.astype("float32"), mask)
+    expected_out, expected_weights = scaled_dot_product_attention(q, k, v.astype("float32"), mask)
+    np.testing.assert_allclose(weights, expected_weights, atol=1e-6)
+    np.testing.assert_allclose(np.swapaxes(out, 1, 2), expected_out, atol=1e-5)
+
+
 def reference_multi_head(layer, query, memory, mask=None):
     """Concat(head_1..head_h) W^O with head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i), in numpy."""
     wq, wk, wv, wo = (np.asarray(w) for w in layer.weights)

@@ -69,9 +69,12 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
         for engine in ("SavedModel", "CTranslate2 float32", "CTranslate2 int8")
     ]
     for row in served:
-        assert row["ms"]["64"] > 0 and row["ms"]["1"] > 0 and 0 <= row["same"] <= 32
-    profile = results["step_profile"]
-    assert profile["steps"] > 0 and profile["ops"]["LogSoftmax"] > 0
+        assert list(row["ms"]) == ["64", "8", "1"] and all(ms > 0 for ms in row["ms"].values())
+        assert 0 <= row["same"] <= 32
+    for batch, key in ((64, "step_profile"), (1, "step_profile_batch1")):
+        profile = results[key]
+        assert profile["batch"] == batch and profile["steps"] > 0
+        assert profile["ops"]["LogSoftmax"] > 0 and 0 < profile["outside_loop"]
     assert results["padding_efficiency"]["True"] > results["padding_efficiency"]["False"]
     assert results["memory"]["training"]["peak_mib"] > 0
 
@@ -89,6 +92,21 @@ def test_report_renders_the_committed_results_without_measuring(tmp_path, monkey
     capsys.readouterr()
     report.main(["--results", "benchmarks/results.json", "--output", "-"])
     assert capsys.readouterr().out == text
+
+
+def test_served_report_renders_its_results_with_the_batches_measured(tmp_path, monkeypatch):
+    """SERVED.md (`bench --parts exports`, issue 40) is its SERVED.json rendered: batches 64, 8
+    and 1, before columns where the earlier run measured the batch, both profiles."""
+    monkeypatch.chdir(ROOT)
+    output = tmp_path / "SERVED.md"
+    report.main(["--results", "benchmarks/SERVED.json", "--output", str(output)])
+    text = output.read_text(encoding="utf-8")
+    assert text == (ROOT / "benchmarks" / "SERVED.md").read_text(encoding="utf-8")
+    header = next(line for line in text.splitlines() if "| engine | TensorFlow |" in line)
+    assert "| batch 64 ms/sentence | batch 8 ms/sentence | batch 1 ms/sentence |" in header
+    assert "| before: batch 64 | speed-up | before: batch 1 | speed-up |" in header
+    assert "before: batch 8" not in header  # the earlier run measured no batch 8
+    assert "(beam 4, batch 64)" in text and "(beam 4, batch 1)" in text
 
 
 def test_training_benchmark_runs_with_xla_and_bfloat16():

@@ -45,6 +45,35 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout=None, tra
     return outputs, weights
 
 
+def cached_attention(query, key, value, mask=None, dropout=None, training=None):
+    """Eq. 1 for the few queries of a decoding step, in float32, as broadcast products and sums.
+
+    A step has one query per row against the self-attention cache, or a sentence's beams
+    against its memory: too little work for a batched matmul and a softmax kernel, which on a
+    CPU without XLA (TensorFlow Serving) cost oneDNN more per call than the arithmetic
+    (docs/design-choices.md). The queries stay in the projections' layout: no transposes.
+
+    Args:
+        query: [B, Tq, H, d_k]. key: [B, H, Tk, d_k] and value: [B, H, Tk, d_v], the cache.
+        mask: boolean [B or 1, 1, Tq or 1, Tk] (`combined_mask`'s); True where allowed.
+        dropout: optional layer applied to the attention weights.
+
+    Returns:
+        outputs [B, Tq, H, d_v] in the dtype of `value`, and the float32 weights [B, H, Tq, Tk].
+    """
+    depth = query.shape[-1]
+    query = ops.cast(query, "float32") * (1.0 / math.sqrt(depth))
+    key, values = ops.cast(key, "float32"), ops.cast(value, "float32")
+    logits = ops.sum(query[:, :, :, None, :] * key[:, None], axis=-1)  # [B, Tq, H, Tk]
+    if mask is not None:
+        logits = ops.where(mask[:, 0, :, None, :], logits, MASK_VALUE)
+    exponentials = ops.exp(logits - ops.max(logits, axis=-1, keepdims=True))
+    weights = exponentials / ops.sum(exponentials, axis=-1, keepdims=True)
+    applied = weights if dropout is None else dropout(weights, training=training)
+    outputs = ops.sum(applied[..., None] * values[:, None], axis=-2)
+    return ops.cast(outputs, value.dtype), ops.transpose(weights, (0, 2, 1, 3))
+
+
 def causal_mask(query_length, key_length, start_index=0):
     """[Tq, Tk] boolean mask: query i (at absolute position start_index + i) sees keys <= it
     (§3.2.3)."""
@@ -106,9 +135,10 @@ class MultiHeadAttention(keras.layers.Layer):
     `keras.ops.dot_product_attention` computes it: on a GPU in bfloat16 or float16 that is cuDNN's
     fused attention, which never writes the [B, H, Tq, Tk] weights to memory
     (`keras.config.disable_flash_attention()` turns it off). Otherwise Eq. 1 is written out
-    (`scaled_dot_product_attention`): it returns the weights, drops some of them out, serves
-    incremental decoding (which TensorFlow Serving runs without XLA), and runs under TensorFlow,
-    whose kernel is no faster. Both mask alike and take the softmax in float32 under every dtype
+    (`scaled_dot_product_attention`): it returns the weights, drops some of them out, and runs
+    under TensorFlow, whose kernel is no faster. Over a decoding cache (incremental decoding,
+    which TensorFlow Serving runs without XLA) it is written as products and sums
+    (`cached_attention`): a step's few queries are too little work for batched matmuls. Both mask alike and take the softmax in float32 under every dtype
     policy (cuDNN accumulates in float32); a query that sees no key averages the values.
 
     Args:
@@ -183,7 +213,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def project_heads(self, x, kernel, depth):
         """x W as [B, H, T, depth], the layout of Eq. 1's batched matmuls and of the cache."""
-        return ops.transpose(self.project(x, kernel, depth), (0, 2, 1, 3))
+        return heads_first(self.project(x, kernel, depth))
 
     def memory_cache(self, memory):
         """The projected keys and values of `memory` [B, S, d_memory], computed once per source."""
@@ -270,9 +300,32 @@ class MultiHeadAttention(keras.layers.Layer):
         self, query, value, attention_mask, use_causal_mask, cache, cache_index, training
     ):
         """Eq. 1 written out: the heads [B, Tq, H, d_v], the updated cache and the weights."""
+        if cache is not None:
+            return self.cached_context(
+                query, attention_mask, use_causal_mask, cache, cache_index, training
+            )
+        memory = query if value is None else value
         q = self.project_heads(query, self.query_kernel, self.depth_k)
+        k = self.project_heads(memory, self.key_kernel, self.depth_k)
+        v = self.project_heads(memory, self.value_kernel, self.depth_v)
+        query_length, key_length = ops.shape(q)[2], ops.shape(k)[2]
+        causal = causal_mask(query_length, key_length) if use_causal_mask else None
+        mask = combined_mask(
+            attention_mask, causal, ops.shape(q)[0], query_length, key_length, self.name
+        )
+        context, weights = scaled_dot_product_attention(
+            q, k, v, mask=mask, dropout=self.weights_dropout, training=training
+        )
+        return ops.transpose(context, (0, 2, 1, 3)), None, weights
+
+    def cached_context(self, query, attention_mask, use_causal_mask, cache, cache_index, training):
+        """Eq. 1 over a decoding cache (`cached_attention`): with `cache_index`, causal
+        self-attention whose new keys and values are first written into the cache; without,
+        attention over the memory's keys and values (causal from position 0 if asked).
+        Returns what `explicit_context` does."""
+        q = self.project(query, self.query_kernel, self.depth_k)
         causal = None
-        if cache is not None and cache_index is not None:
+        if cache_index is not None:
             if not isinstance(cache_index, CachePositions):
                 cache_index = cache_positions(
                     cache_index, ops.shape(query)[1], ops.shape(cache["key"])
@@ -283,26 +336,21 @@ class MultiHeadAttention(keras.layers.Layer):
                 "key": write_positions(cache["key"], new_k, cache_index),
                 "value": write_positions(cache["value"], new_v, cache_index),
             }
-            k, v = cache["key"], cache["value"]
-            causal = cache_index.visible
-            use_causal_mask = False  # the positions' own mask (None: every position visible)
-        elif cache is not None:
-            k, v = cache["key"], cache["value"]
-        else:
-            memory = query if value is None else value
-            k = self.project_heads(memory, self.key_kernel, self.depth_k)
-            v = self.project_heads(memory, self.value_kernel, self.depth_v)
-
-        query_length, key_length = ops.shape(q)[2], ops.shape(k)[2]
-        if use_causal_mask and causal is None:
-            causal = causal_mask(query_length, key_length)
+            causal = cache_index.visible  # None: one new position sees the whole cache
+        elif use_causal_mask:
+            causal = causal_mask(ops.shape(q)[1], ops.shape(cache["key"])[2])
         mask = combined_mask(
-            attention_mask, causal, ops.shape(q)[0], query_length, key_length, self.name
+            attention_mask,
+            causal,
+            ops.shape(q)[0],
+            ops.shape(q)[1],
+            ops.shape(cache["key"])[2],
+            self.name,
         )
-        context, weights = scaled_dot_product_attention(
-            q, k, v, mask=mask, dropout=self.weights_dropout, training=training
+        context, weights = cached_attention(
+            q, cache["key"], cache["value"], mask, self.weights_dropout, training
         )
-        return ops.transpose(context, (0, 2, 1, 3)), cache, weights
+        return context, cache, weights
 
     def get_config(self):
         config = super().get_config()
@@ -332,6 +380,14 @@ def batch_and_length(x, length_axis):
     length as a tensor, and a dynamic batch as -1 (no shape op for it)."""
     batch = x.shape[0] if x.shape[0] is not None else -1
     return batch, ops.shape(x)[length_axis]
+
+
+def heads_first(x):
+    """[B, T, H, d] as [B, H, T, d]: for one position (T = 1, a decoding step) a reshape,
+    which copies nothing, else a transpose."""
+    if x.shape[1] == 1:
+        return ops.reshape(x, (batch_and_length(x, 0)[0], x.shape[2], 1, x.shape[3]))
+    return ops.transpose(x, (0, 2, 1, 3))
 
 
 def require_built(layer):
