@@ -85,8 +85,8 @@ and by the same model converted with `python -m serving.ctranslate2` (float32, a
 tokenization, GNMT's length penalty), all in one fresh process, in turn, the best of each
 engine's rounds: ms per sentence at each batch size (sentences a call), the engine's time
 over CTranslate2 float32's in the same process, and how many of its translations at the
-largest batch equal the SavedModel's. A second process (not with --quick) sets `TF_ENABLE_ONEDNN_OPTS=0`, which turns
-off TensorFlow's oneDNN kernels.{before_note}
+largest batch equal the SavedModel's. A second process (not with --quick) sets
+`TF_ENABLE_ONEDNN_OPTS=0`, which turns off TensorFlow's oneDNN kernels.{before_note}
 
 {table}
 

@@ -138,8 +138,9 @@ class MultiHeadAttention(keras.layers.Layer):
     (`scaled_dot_product_attention`): it returns the weights, drops some of them out, and runs
     under TensorFlow, whose kernel is no faster. Over a decoding cache (incremental decoding,
     which TensorFlow Serving runs without XLA) it is written as products and sums
-    (`cached_attention`): a step's few queries are too little work for batched matmuls. Both mask alike and take the softmax in float32 under every dtype
-    policy (cuDNN accumulates in float32); a query that sees no key averages the values.
+    (`cached_attention`): a step's few queries are too little work for batched matmuls. All
+    mask alike and take the softmax in float32 under every dtype policy (cuDNN accumulates in
+    float32); a query that sees no key averages the values.
 
     Args:
         num_heads: h, the number of heads.
