@@ -69,7 +69,9 @@ def cached_attention(query, key, value, mask=None, dropout=None, training=None):
         logits = ops.where(mask[:, 0, :, None, :], logits, MASK_VALUE)
     exponentials = ops.exp(logits - ops.max(logits, axis=-1, keepdims=True))
     weights = exponentials / ops.sum(exponentials, axis=-1, keepdims=True)
-    applied = weights if dropout is None else dropout(weights, training=training)
+    applied = weights
+    if dropout is not None:  # the layer computes in its policy's dtype: back to float32
+        applied = ops.cast(dropout(weights, training=training), "float32")
     outputs = ops.sum(applied[..., None] * values[:, None], axis=-2)
     return ops.cast(outputs, value.dtype), ops.transpose(weights, (0, 2, 1, 3))
 
