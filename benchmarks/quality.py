@@ -11,11 +11,13 @@ one lever changed (or several, in the combined runs) for the same wall-clock bud
 translates the validation split with each decoding setting of the run (beam size, length penalty
 alpha, and how many of the last checkpoints, 25 steps apart, are averaged) and scores it with
 sacrebleu (BLEU 13a, chrF, chrF++). Settings are chosen on validation only; the test split is
-translated only for the runs marked to confirm the chosen settings.
+translated only for the runs marked to confirm the chosen settings. A run with a curve is also
+scored as if its budget had ended earlier, with the checkpoints written by then.
 
-Each run is a fresh process writing RUN_DIR/result.json; a run with a result for the same budget
-(there, or in benchmarks/QUALITY.json) is not run again, so the study continues where it
-stopped, also in a fresh checkout. After every run the table in benchmarks/QUALITY.md
+Each run is a fresh process writing RUN_DIR/result.json; a run with a result for the same training
+(there, or in benchmarks/QUALITY.json) is not trained again, so the study continues where it
+stopped, also in a fresh checkout; decodings added to a finished run since are scored on its
+kept checkpoints. After every run the table in benchmarks/QUALITY.md
 (between its table markers; the text around them is kept) and benchmarks/QUALITY.json are
 rewritten.
 """
@@ -80,8 +82,11 @@ DECODINGS = (  # the decoding lever (beam, alpha, checkpoints averaged), on the 
 class Run:
     """One training run of the study: `flags` added to the demo's, `decodings` (beam, alpha,
     checkpoints averaged[, min_length]) scored on validation; `test`, the decoding chosen on
-    validation, scores the test split too (only on the runs that confirm the chosen settings;
-    added to a finished run without training it again)."""
+    validation, scores the test split too (only on the runs that confirm the chosen settings).
+    Decodings added to a finished run are scored without training it again. `curve`: minutes
+    at which the run is also scored as if its budget had ended there (the checkpoints written
+    by then), with `curve_decodings` and `test`; it needs a `budget` that ends the run and
+    every checkpoint kept (`kept`)."""
 
     name: str
     lever: str
@@ -92,6 +97,12 @@ class Run:
     test: tuple = ()
     budget: float | None = None  # minutes, where a run's budget is its lever
     kept: int = CHECKPOINTS_KEPT
+    curve: tuple = ()
+    curve_decodings: tuple = ()
+
+    def __post_init__(self):
+        if self.curve and not (self.budget and max(self.curve) < self.budget):
+            raise ValueError(f"{self.name}: a curve needs a budget beyond its last minute")
 
     def minutes(self, screen_minutes):
         if self.budget:
@@ -113,19 +124,37 @@ class Run:
         )
 
     def definition(self, minutes):
-        """What a result must have been run with to count for this run."""
+        """How the run is trained and scored; a result counts for the run when it was trained
+        so (`trained_as`), and is scored on what it lacks (`missing`)."""
         return {
             "training_flags": list(self.training_flags(minutes)),
             "decodings": [list(d) for d in self.decodings],
             "version": STUDY_VERSION,
         }
 
-    def tested(self, result):
-        """Whether `result` has the test score this run asks for (or asks for none)."""
-        return not self.test or any(
-            s["split"] == "test" and decoding_key(s) == decoding_settings(self.test)
-            for s in result["scores"]
+    def tasks(self, decodings=None):
+        """The (split, decoding) pairs this run scores: `decodings` (default: the run's) on
+        validation, and its test decoding on test."""
+        validation = self.decodings if decodings is None else decodings
+        return [("validation", d) for d in validation] + (
+            [("test", self.test)] if self.test else []
         )
+
+    def missing(self, result):
+        """(minutes, split, decoding) of the tasks `result` (a finished run's) has no score for:
+        minutes None for the run's own, a minute of its curve for that prefix's."""
+        asked = [d for _, d in self.tasks(self.decodings + self.curve_decodings)]
+        prefixes = {p["minutes"]: p["scores"] for p in result.get("prefixes", ())}
+        wanted = [(None, scored(result["scores"], asked), self.tasks())] + [
+            (minutes, scored(prefixes.get(minutes, ()), asked), self.tasks(self.curve_decodings))
+            for minutes in self.curve
+        ]
+        return [
+            (minutes, split, decoding)
+            for minutes, done, tasks in wanted
+            for split, decoding in tasks
+            if (split, decoding_settings(decoding)) not in done
+        ]
 
     def tokenizer_key(self):
         """Runs with the same vocabulary size and training text share one trained tokenizer."""
@@ -135,7 +164,39 @@ class Run:
             if "--phrases" in flags
             else "sentences"
         )
-        return f"{mix}-{flag_value(flags, '--vocab-size')}"
+        model = flag_value(flags, "--subword-model", "bpe")
+        return f"{mix}-{flag_value(flags, '--vocab-size')}" + (
+            "" if model == "bpe" else f"-{model}"
+        )
+
+
+def scored(scores, asked):
+    """{(split, decoding settings)} that `scores` hold. A score records the decoding it was
+    asked for; one recorded before it did is matched to the decoding of `asked` it was (a run
+    that wrote fewer checkpoints averaged fewer than asked)."""
+    return {
+        (s["split"], tuple(s["decoding"]) if "decoding" in s else guessed(s, asked)) for s in scores
+    }
+
+
+def guessed(score, asked):
+    """The decoding settings of `asked` that gave `score`: the same beam, alpha and minimum
+    length, and as many checkpoints averaged, or more asked than were written."""
+    beam, alpha, averaged, min_length = decoding_key(score)
+    alike = [
+        settings
+        for settings in map(decoding_settings, asked)
+        if (settings[0], settings[1], settings[3]) == (beam, alpha, min_length)
+    ]
+    exact = [settings for settings in alike if settings[2] == averaged]
+    more = sorted(settings for settings in alike if settings[2] > averaged)
+    return (exact or more or [decoding_key(score)])[0]
+
+
+def without_flag(flags, name):
+    """`flags` less the option `name` and its value."""
+    drop = {i for i, flag in enumerate(flags[:-1]) if flag == name}
+    return [flag for i, flag in enumerate(flags) if i not in drop and i - 1 not in drop]
 
 
 def flag_value(flags, name, default=None):
@@ -162,11 +223,24 @@ FAST = (
 # Greedy, the demo's beam and a longer-preferring alpha, none ending a translation before its
 # first token; and the demo's beam over the last 20 checkpoints (500 steps).
 COMBINED = ((1, 0.0, 5, 1), (4, 0.6, 5, 1), (4, 1.0, 5, 1), (4, 0.6, 20, 1))
+# Stage 3 adds longer-preferring alphas over the 20 checkpoints: beam search's output is 0.77-0.80
+# of the references' length at alpha 0.6 (BLEU's brevity penalty), and alpha 1.0 lengthened it in
+# every stage-2 run.
+LONGER = ((4, 1.0, 20, 1), (4, 1.5, 20, 1))
+STAGE_3 = COMBINED + LONGER
 
 # What stage 2 chose on validation, which `make demo` trains (the Makefile's DEMO_SETTINGS;
 # tests/test_quality.py checks that they agree): the run, and the decoding of its test score.
 CHOSEN_RUN, CHOSEN_DECODING = "fast-phrases-x10", (4, 0.6, 20, 1)
 PHRASES = ("--phrases", "--sentence-repeats", "10")
+
+
+def on_chosen(name, lever, *flags, **fields):
+    """A stage-3 run: the chosen run's settings with `flags` added, scored in STAGE_3."""
+    return Run(
+        f"{CHOSEN_RUN}-{name}", lever, (*FAST, *PHRASES, *flags), decodings=STAGE_3, **fields
+    )
+
 
 STUDY = (
     # Today's demo settings; its decoding lever too.
@@ -223,38 +297,32 @@ STUDY = (
     # Stage 3 (issue 39): subword regularisation on the chosen ground, BPE-dropout at Provilkov
     # et al.'s 0.1 with two seeds, and a lighter 0.05; each to compare with fast-phrases-x10 and
     # its seed-1 twin.
-    *(
-        Run(
-            name,
-            "subword sampling",
-            (*FAST, *PHRASES, "--subword-sampling", p),
-            seed=seed,
-            decodings=COMBINED,
-        )
-        for name, p, seed in (
-            ("fast-phrases-x10-sampling-0.1", "0.1", 0),
-            ("fast-phrases-x10-sampling-0.1-seed-1", "0.1", 1),
-            ("fast-phrases-x10-sampling-0.05", "0.05", 0),
-        )
-    ),
+    on_chosen("sampling-0.1", "subword sampling", "--subword-sampling", "0.1"),
+    on_chosen("sampling-0.1-seed-1", "subword sampling", "--subword-sampling", "0.1", seed=1),
+    on_chosen("sampling-0.05", "subword sampling", "--subword-sampling", "0.05"),
     # Stage 3, the low-resource levers (Araabi & Monz 2020) on the chosen ground, one at a time:
     # depth first (3+3 layers beat 2+2 on the sentences alone, fast-layers-3).
-    Run(
-        "fast-phrases-x10-layers-3",
-        "depth",
-        (*FAST, *PHRASES, "--set", "num_layers=3"),
-        decodings=COMBINED,
-    ),
+    on_chosen("layers-3", "depth", "--set", "num_layers=3"),
     # The chosen run again, on the day of stage 3: the machine's matmul rate moves between days
     # (155 GFLOP/s on 2026-11-24, 255-278 on 2026-11-26), and so do the steps a run reaches.
-    Run("fast-phrases-x10-again", "same day", (*FAST, *PHRASES), decodings=COMBINED),
+    on_chosen("again", "same day"),
     # Label smoothing (§5.4) at twice the paper's 0.1: without it the fast ground lost 0.6 BLEU.
-    Run(
-        "fast-phrases-x10-smoothing-0.2",
-        "label smoothing",
-        (*FAST, *PHRASES, "--set", "label_smoothing=0.2"),
-        decodings=COMBINED,
+    on_chosen("smoothing-0.2", "label smoothing", "--set", "label_smoothing=0.2"),
+    # The other subword regularisation (Kudo, 2018): a unigram vocabulary, segmentations drawn
+    # with probabilities P(x)^0.5 (milder than uniform: BPE-dropout 0.1 lost, 0.05 nearly tied).
+    on_chosen(
+        "unigram-sampling-0.5",
+        "subword sampling",
+        *("--subword-model", "unigram", "--subword-sampling", "0.5"),
     ),
+    # The dropouts Araabi & Monz tune besides the residual one (which lost on this ground,
+    # fast-phrases-x10-dropout-0.1): on the attention weights, on the FFN's hidden ReLU.
+    on_chosen("attention-dropout-0.1", "attention dropout", "--set", "attention_dropout=0.1"),
+    on_chosen("relu-dropout-0.1", "ReLU dropout", "--set", "relu_dropout=0.1"),
+    # Width and vocabulary size, once more on the chosen ground (stage 1 chose both on the
+    # sentences alone, where steps were scarcer).
+    on_chosen("d192", "width", "--set", "d_model=192", "--set", "d_ff=768"),
+    on_chosen("vocab-8k", "vocabulary size", "--vocab-size", "8000"),
     # Where the curve goes (issue 39): the chosen settings for 60 minutes, every checkpoint kept
     # so that the same run also gives the 14- and 30-minute points (the weights at a step do not
     # depend on the budget: the schedule and the data order depend on the step and the seed).
@@ -262,9 +330,12 @@ STUDY = (
         f"{CHOSEN_RUN}-60-minutes",
         "time budget",
         (*FAST, *PHRASES),
-        decodings=COMBINED,
+        decodings=STAGE_3,
+        test=CHOSEN_DECODING,
         budget=60,
         kept=5000,
+        curve=(14, 30),
+        curve_decodings=(CHOSEN_DECODING, *LONGER),
     ),
 )
 
@@ -283,45 +354,61 @@ def machine():
     return f"{model}, {len(os.sched_getaffinity(0))} cores"
 
 
-def run_child(run, work_dir, minutes, test_only=False):
+def run_child(run, work_dir, minutes, score_only=False):
     """Trains `run` in this process for `minutes` with the training program's Trainer, scores
-    its decodings and writes RUN_DIR/result.json; with `test_only`, adds the test score to the
-    finished run's result."""
-    from benchmarks import bench
+    its decodings and writes RUN_DIR/result.json; with `score_only`, adds the scores the
+    finished run's result lacks."""
     from training import train
-    from training.checkpointing import current_step
     from training.plan import TrainingPlan
     from training.trainer import Trainer
 
     run_dir = work_dir / run.name
     tokenizer = work_dir / "tokenizers" / f"{run.tokenizer_key()}.model"
     flags = [*run.training_flags(minutes), "--run-dir", str(run_dir)]
-    if test_only:  # the tokenizer as the run was trained: the shared one, or its own
+    if score_only:  # the tokenizer as the run was trained: the shared one, or its own
         shared = "tokenizer" in RunDirectory(run_dir).read_settings()["vocabulary"]
     else:
         shared = tokenizer.is_file()
-    if shared:
-        flags += ["--tokenizer", str(tokenizer)]
+    if shared:  # the tokenizer's model type is its own
+        flags = [*without_flag(flags, "--subword-model"), "--tokenizer", str(tokenizer)]
     started = time.monotonic()
     trainer = Trainer(TrainingPlan.from_flags(train.build_parser().parse_args(flags)))
-    tested = [("test", run.test)] if run.test else []
+    path = run_dir / "result.json"
+
+    def save():  # after training and after every score: a failure loses no finished work
+        result["definition"] = run.definition(minutes)
+        path.write_text(json.dumps(result, indent=2))
+
     with trainer.prepared():
-        if test_only:
-            result = json.loads((run_dir / "result.json").read_text())
-            result["scores"] += score(trainer, tested)
-            (run_dir / "result.json").write_text(json.dumps(result, indent=2))
-            return
-        if not tokenizer.is_file():
-            tokenizer.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(trainer.directory.tokenizer, tokenizer)
-        # The machine's speed as the run starts: a run is bounded by time, so a slow hour costs
-        # steps.
-        matmul_gflops = bench.matmul_rate(repeats=10, sizes=(1024,)) / 1e9
-        training_started, started_at = time.monotonic(), time.time()
-        steps = current_step(trainer.train())
-        training_seconds = time.monotonic() - training_started
-        scores = score(trainer, [("validation", d) for d in run.decodings] + tested)
-    result = {
+        if score_only:
+            result = json.loads(path.read_text())
+            if trained_as(result["definition"]) != trained_as(run.definition(minutes)):
+                raise ValueError(f"{path}: not trained as {run.name} is now; train it again")
+        else:
+            result = train_and_describe(run, trainer, tokenizer, minutes)
+            save()
+        add_scores(trainer, run, result, save)
+    if not score_only:
+        result["total_seconds"] = round(time.monotonic() - started, 1)
+    save()
+
+
+def train_and_describe(run, trainer, tokenizer, minutes):
+    """Trains `run` (sharing its trained tokenizer at `tokenizer`) and returns its result record,
+    scores to come."""
+    from benchmarks import bench
+    from training.checkpointing import current_step
+
+    if not tokenizer.is_file():
+        tokenizer.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(trainer.directory.tokenizer, tokenizer)
+    # The machine's speed as the run starts: a run is bounded by time, so a slow hour costs
+    # steps.
+    matmul_gflops = bench.matmul_rate(repeats=10, sizes=(1024,)) / 1e9
+    training_started = time.monotonic()
+    steps = current_step(trainer.train())
+    training_seconds = time.monotonic() - training_started
+    return {
         "name": run.name,
         "lever": run.lever,
         "flags": list(run.flags),
@@ -329,67 +416,84 @@ def run_child(run, work_dir, minutes, test_only=False):
         "minutes": minutes,
         "steps": steps,
         "training_seconds": round(training_seconds, 1),
-        "training_started_at": round(started_at, 1),
         "matmul_gflops": round(matmul_gflops, 1),
-        "total_seconds": round(time.monotonic() - started, 1),
         "date": datetime.date.today().isoformat(),
         "machine": machine(),
-        "scores": scores,
-        "definition": run.definition(minutes),
+        "scores": [],
     }
-    (run_dir / "result.json").write_text(json.dumps(result, indent=2))
 
 
-def score(trainer, tasks):
-    """Translates and scores each (split, decoding) of `tasks` with the average of the
-    trainer's run's last checkpoints; one score record each."""
-    import keras_transformer as kt
+def add_scores(trainer, run, result, save):
+    """Scores the tasks `result` lacks (`Run.missing`) into it, calling `save` after each: the
+    run's with the average of its last checkpoints, a curve point's with the last ones written
+    by that minute of training. The run's budget ended it, and its last checkpoint was written
+    then (at the step in progress): minute N is that checkpoint's file time less the budget's
+    remaining minutes (the files must keep their times: copy a run with them)."""
     from common import checkpoints
+
+    paths = checkpoints.list_checkpoints(trainer.directory.checkpoints)
+    for minutes, split, decoding in run.missing(result):
+        if minutes is None:
+            result["scores"].append(score(trainer, split, decoding, paths))
+            save()
+            continue
+        cut = paths[-1].stat().st_mtime - 60 * (result["minutes"] - minutes)
+        written = [p for p in paths if p.stat().st_mtime <= cut]
+        if not written:
+            raise ValueError(f"{run.name}: no checkpoint was written in its first {minutes:g} min")
+        prefixes = result.setdefault("prefixes", [])
+        prefix = next((p for p in prefixes if p["minutes"] == minutes), None)
+        if prefix is None:
+            prefix = {"minutes": minutes, "steps": checkpoints.step_of(written[-1]), "scores": []}
+            prefixes.append(prefix)
+        prefix["scores"].append(score(trainer, split, decoding, written, f"-at-{minutes:g}min"))
+        save()
+
+
+def score(trainer, split, decoding, paths, label=""):
+    """Translates `split` with `decoding` and the average of the last of the checkpoints at
+    `paths`, and scores it; one score record."""
+    import keras_transformer as kt
     from common.engines import tensor_engine
     from training import metrics
 
     directory = trainer.plan.run_dir
-    paths = checkpoints.list_checkpoints(trainer.directory.checkpoints)
-    pairs = {split: trainer.dataset.pairs(split) for split in {split for split, _ in tasks}}
-    scores = []
-    for split, decoding in tasks:
-        beam, alpha, window, min_length = decoding_settings(decoding)
-        window = len(paths[-window:])  # fewer when the run wrote fewer
-        model = trainer.directory.averaged_model(paths[-window:])
-        translator = kt.Translator(model, trainer.tokenizer, beam, alpha, min_length=min_length)
-        print(
-            f"{directory.name}: {split} split, beam {beam}, alpha {alpha}, {window} "
-            "checkpoint(s) averaged",
-            file=sys.stderr,
-        )
-        engine = tensor_engine(translator.signatures(), f"beam {beam}")
-        hypotheses = metrics.translate_all(engine, [s for s, _ in pairs[split]], verbose=2)
-        setting = f"beam{beam}-alpha{alpha}-avg{window}" + (
-            f"-min{min_length}" if min_length else ""
-        )
-        output = directory / f"translations.{split}.{setting}.txt"
-        result = metrics.score_report(hypotheses, [t for _, t in pairs[split]], output)
-        record = {"split": split, "beam": beam, "alpha": alpha, "averaged": window}
-        scores.append({**record, "min_length": min_length, **result})
-    return scores
+    pairs = trainer.dataset.pairs(split)
+    beam, alpha, window, min_length = decoding_settings(decoding)
+    window = len(paths[-window:])  # fewer when the run wrote fewer
+    model = trainer.directory.averaged_model(paths[-window:])
+    translator = kt.Translator(model, trainer.tokenizer, beam, alpha, min_length=min_length)
+    print(
+        f"{directory.name}{label}: {split} split, beam {beam}, alpha {alpha}, {window} "
+        "checkpoint(s) averaged",
+        file=sys.stderr,
+    )
+    engine = tensor_engine(translator.signatures(), f"beam {beam}")
+    hypotheses = metrics.translate_all(engine, [s for s, _ in pairs], verbose=2)
+    setting = f"beam{beam}-alpha{alpha}-avg{window}" + (f"-min{min_length}" if min_length else "")
+    output = directory / f"translations.{split}.{setting}{label}.txt"
+    result = metrics.score_report(hypotheses, [t for _, t in pairs], output)
+    record = {"split": split, "beam": beam, "alpha": alpha, "averaged": window}
+    asked = list(decoding_settings(decoding))  # `averaged` is fewer where fewer were written
+    return {**record, "min_length": min_length, "decoding": asked, **result}
 
 
 def result_of(run, work_dir, minutes, recorded=()):
-    """The run's result if it was done as the study now defines it, with this budget: its
+    """The run's result if it was trained as the study now defines it, with this budget: its
     RUN_DIR/result.json, else the one in `recorded` (the report's raw results: a study continued
-    in a fresh checkout); else None."""
+    in a fresh checkout); else None. Its scores may lack decodings added since
+    (`Run.missing`)."""
     path = work_dir / run.name / "result.json"
     found = ([json.loads(path.read_text())] if path.is_file() else []) + [
         r for r in recorded if r["name"] == run.name
     ]
-    wanted = run.definition(run.minutes(minutes))
-    return next((r for r in found if defined_as(r) == wanted), None)
+    wanted = trained_as(run.definition(run.minutes(minutes)))
+    return next((r for r in found if trained_as(r.get("definition", {})) == wanted), None)
 
 
-def defined_as(result):
-    """A result's definition, less the "test" flag that results before version 2.1 carry (the
-    test score is now a decoding, added to a finished run)."""
-    return {k: v for k, v in result.get("definition", {}).items() if k != "test"}
+def trained_as(definition):
+    """What of a run's definition its training depends on: the flags and the study's version."""
+    return {k: definition.get(k) for k in ("training_flags", "version")}
 
 
 def recorded_results(report):
@@ -430,7 +534,7 @@ def table(found):
         "val BLEU | val chrF | val BP | val len | test BLEU | test chrF | test BP | date |"
     )
     rows = [header, "|" + " --- |" * header.count(" | ") + " --- |"]
-    for result in found:
+    for result in (r for whole in found for r in (whole, *curve_points(whole))):
         test = {decoding_key(s): s for s in result["scores"] if s["split"] == "test"}
         for score in (s for s in result["scores"] if s["split"] == "validation"):
             rows.append("| " + " | ".join(table_cells(result, score, test)) + " |")
@@ -449,6 +553,21 @@ def table(found):
             "sacrebleu signatures: " + "; ".join(f"`{s}`" for s in signatures),
         ]
     )
+
+
+def curve_points(result):
+    """A run's curve points (`Run.curve`) as results of their own: the run cut at that minute."""
+    return [
+        {
+            **result,
+            "name": f"{result['name']} (its first {point['minutes']:g} min)",
+            "minutes": point["minutes"],
+            "steps": point["steps"],
+            "training_seconds": 60 * point["minutes"],
+            "scores": point["scores"],
+        }
+        for point in result.get("prefixes", ())
+    ]
 
 
 def table_cells(result, score, test):
@@ -489,13 +608,13 @@ def speed(result, field, steps=None):
 def write_report(found, report):
     """Rewrites the table between the markers of `report` (.md) and the raw results beside it
     (.json). Results recorded there before and not among `found` (another budget, a run since
-    redefined) are kept, after the others."""
-    now = {(r["name"], json.dumps(r["definition"])) for r in found}
-    found = found + [
-        r
-        for r in recorded_results(report)
-        if (r["name"], json.dumps(r.get("definition"))) not in now
-    ]
+    trained otherwise) are kept, after the others."""
+
+    def key(result):
+        return result["name"], json.dumps(trained_as(result.get("definition", {})))
+
+    now = {key(r) for r in found}
+    found = found + [r for r in recorded_results(report) if key(r) not in now]
     text = (
         report.read_text()
         if report.is_file()
@@ -536,7 +655,7 @@ def build_parser():
         "--list", action="store_true", help="list the study's runs and whether each is done"
     )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one run, in a process
-    parser.add_argument("--test-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--score-only", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -547,7 +666,7 @@ def main(argv=None):
     by_name = {run.name: run for run in STUDY}
     if args.child:
         run = by_name[args.child]
-        return run_child(run, args.work_dir, run.minutes(args.minutes), args.test_only)
+        return run_child(run, args.work_dir, run.minutes(args.minutes), args.score_only)
     chosen = [
         run for run in STUDY if not args.only or run.name in args.only or run.lever in args.only
     ]
@@ -559,9 +678,9 @@ def main(argv=None):
     if args.list:
         for run in STUDY:
             result = found[run.name]
-            state = "todo" if result is None else "done" if run.tested(result) else "test"
+            state = "todo" if result is None else "score" if run.missing(result) else "done"
             print(
-                f"{state}  {run.name:<28} {run.lever:<15} {run.minutes(args.minutes):g} min  "
+                f"{state:<5} {run.name:<28} {run.lever:<15} {run.minutes(args.minutes):g} min  "
                 f"{' '.join(run.flags)}"
             )
         return None
@@ -572,14 +691,14 @@ def main(argv=None):
 
 
 def run_study(args, chosen, found, recorded):
-    """Trains the chosen runs not yet done, then scores the test split where asked; rewrites
-    the report after each. Returns the names of the runs that failed."""
+    """Trains the chosen runs not yet done, then scores the finished runs' decodings added
+    since; rewrites the report after each. Returns the names of the runs that failed."""
     todo = [run for run in chosen if found[run.name] is None]
-    untested = [run for run in chosen if found[run.name] and not run.tested(found[run.name])]
+    unscored = [run for run in chosen if found[run.name] and run.missing(found[run.name])]
     print(
         f"{len(chosen) - len(todo)} of {len(chosen)} runs done; {len(todo)} to go, "
         f"about {sum(r.minutes(args.minutes) + 3 for r in todo):.0f} minutes; "
-        f"{len(untested)} to score on test; table: {args.report}",
+        f"{len(unscored)} to score again; table: {args.report}",
         flush=True,
     )
     failed = []
@@ -588,12 +707,13 @@ def run_study(args, chosen, found, recorded):
             write_report(results(args.work_dir, args.minutes, recorded), args.report)
         else:
             failed.append(run.name)
-    for run in untested:
-        print(f"{run.name}: the test split, decoded as {decoding_settings(run.test)}", flush=True)
+    for run in unscored:
+        tasks = run.missing(found[run.name])
+        print(f"{run.name}: {len(tasks)} decoding(s) to score", flush=True)
         if not RunDirectory(args.work_dir / run.name).checkpoints.is_dir():
             print(f"    failed: its checkpoints are not in {args.work_dir / run.name}", flush=True)
             failed.append(run.name)
-        elif not run_in_child(run, args, "a", "--test-only"):
+        elif not run_in_child(run, args, "a", "--score-only"):
             failed.append(run.name)
     write_report(results(args.work_dir, args.minutes, recorded), args.report)
     print(f"table written to {args.report} and {args.report.with_suffix('.json')}")

@@ -265,7 +265,7 @@ def load_model(path):
 FLAGS = {
     "config.vocab_size": "--vocab-size/--tokenizer",
     "config.tokens_per_batch": "--tokens-per-batch",
-    "vocabulary": "--vocab-size/--tokenizer",
+    "vocabulary": "--vocab-size/--tokenizer/--subword-model",
     "preset": "--preset",
     "dataset": "--dataset",
     "languages": "--source-language/--target-language",

@@ -13,7 +13,8 @@ class TransformerConfig:
     vocab_size: shared subword vocabulary size. num_layers [N]. d_model [d_model].
     num_heads [h]. d_ff [d_ff]. key_dim [d_k] and value_dim [d_v]: None means d_model / h.
     dropout [P_drop], on sub-layer outputs and embedding sums (§5.4). attention_dropout: on the
-    attention weights (not in the paper; 0 by default). positional: "sinusoidal" (§3.5) or
+    attention weights; relu_dropout: on the feed-forward network's hidden ReLU (both not in the
+    paper; 0 by default). positional: "sinusoidal" (§3.5) or
     "learned" (row E). max_length: longest sequence (learned positions, decoding bound).
     share_embeddings: one matrix for source and target embeddings (§3.4). norm_first: pre-norm
     instead of the paper's post-norm. label_smoothing [eps_ls]. warmup_steps (§5.3).
@@ -30,6 +31,7 @@ class TransformerConfig:
     value_dim: int | None = None
     dropout: float = 0.1
     attention_dropout: float = 0.0
+    relu_dropout: float = 0.0
     positional: str = "sinusoidal"
     max_length: int = 512
     share_embeddings: bool = True
@@ -61,7 +63,7 @@ class TransformerConfig:
                     )
             else:
                 _check_positive_int(name, value)
-        for name in ("dropout", "attention_dropout", "label_smoothing"):
+        for name in ("dropout", "attention_dropout", "relu_dropout", "label_smoothing"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
                 raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")

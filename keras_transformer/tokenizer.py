@@ -1,5 +1,6 @@
-"""A shared source/target subword vocabulary (byte-pair encoding, as in §5.1), trained with
-sentencepiece and applied inside the TensorFlow graph by tensorflow-text.
+"""A shared source/target subword vocabulary (byte-pair encoding, as in §5.1, or a unigram
+language model, Kudo 2018), trained with sentencepiece and applied inside the TensorFlow graph by
+tensorflow-text.
 
 Running in the graph is what lets an exported model take raw strings: TensorFlow Serving links
 the tensorflow-text ops. Text is normalized the same way when the vocabulary is trained and when
@@ -16,6 +17,7 @@ import unicodedata
 import sentencepiece
 import tensorflow as tf
 import tensorflow_text as tf_text
+from sentencepiece import sentencepiece_model_pb2
 
 from keras_transformer.compat import sentencepiece_tokenizer
 from keras_transformer.ids import BOS_ID, EOS_ID, PAD_ID, SPECIAL_IDS, UNK_ID
@@ -23,6 +25,7 @@ from keras_transformer.ids import BOS_ID, EOS_ID, PAD_ID, SPECIAL_IDS, UNK_ID
 BYTE_PIECES = 256
 ASCII_WHITESPACE = " \t\n\r\f\v"
 WORD_BOUNDARY = "\u2581"  # sentencepiece's own space mark; it cannot survive detokenization
+MODEL_TYPES = ("bpe", "unigram")
 
 
 def normalize_text(text):
@@ -44,7 +47,8 @@ def checked_processor(model_proto):
 
 
 class SubwordTokenizer(tf.Module):
-    """A sentencepiece BPE model with ids pad=0, unk=1, bos=2, eos=3, shared by both languages.
+    """A sentencepiece model (BPE or unigram) with ids pad=0, unk=1, bos=2, eos=3, shared by both
+    languages.
 
     As a `tf.Module` it can be tracked by another module (a Translator): the model travels
     inside the SavedModel and the file it was loaded from is no longer needed.
@@ -59,13 +63,26 @@ class SubwordTokenizer(tf.Module):
         self._sentencepiece = sentencepiece_tokenizer(self.model_proto, name)
 
     @classmethod
-    def train(cls, texts, vocab_size, path, character_coverage=0.9995, max_sentences=2_000_000):
-        """Trains a BPE vocabulary of at most `vocab_size` pieces on `texts` (sentences of both
-        languages), writes the model to `path` and returns the tokenizer.
+    def train(
+        cls,
+        texts,
+        vocab_size,
+        path,
+        character_coverage=0.9995,
+        max_sentences=2_000_000,
+        model_type="bpe",
+    ):
+        """Trains a vocabulary of at most `vocab_size` pieces on `texts` (sentences of both
+        languages), writes the model to `path` and returns the tokenizer. `model_type`: "bpe"
+        (byte-pair encoding, §5.1) or "unigram" (a unigram language model, Kudo 2018).
 
         The vocabulary may come out smaller when the texts hold fewer distinct pieces; read
         `vocab_size` from the returned tokenizer.
         """
+        if model_type not in MODEL_TYPES:
+            raise ValueError(
+                f"model_type must be one of {', '.join(MODEL_TYPES)}; got {model_type!r}"
+            )
         minimum = len(SPECIAL_IDS) + BYTE_PIECES + 1
         if vocab_size < minimum:
             raise ValueError(
@@ -79,7 +96,7 @@ class SubwordTokenizer(tf.Module):
                 sentence_iterator=sentences,
                 model_writer=model,
                 vocab_size=vocab_size,
-                model_type="bpe",
+                model_type=model_type,
                 pad_id=PAD_ID,
                 unk_id=UNK_ID,
                 bos_id=BOS_ID,
@@ -137,13 +154,24 @@ class SubwordTokenizer(tf.Module):
         ids = self._sentencepiece.tokenize(self.normalize(strings))
         return ids.to_tensor(PAD_ID) if padded else ids
 
-    def sampling(self, dropout):
-        """A tokenizer for training batches that draws a new segmentation at every call:
-        BPE-dropout (Provilkov et al., 2020), each merge skipped with probability `dropout` in
-        (0, 1), a form of subword regularisation (Kudo, 2018). Not a `tf.Module`: nothing
-        exported can hold it, so validation, evaluation, export and serving segment as
-        `tokenize` does. Its draws are not seeded (sentencepiece's own generator)."""
-        return SampledSegmentation(self, dropout)
+    @property
+    def model_type(self):
+        """The model's kind as trained: "bpe" or "unigram"."""
+        proto = sentencepiece_model_pb2.ModelProto()
+        proto.ParseFromString(self.model_proto)
+        return sentencepiece_model_pb2.TrainerSpec.ModelType.Name(
+            proto.trainer_spec.model_type
+        ).lower()
+
+    def sampling(self, alpha):
+        """A tokenizer for training batches that draws a new segmentation at every call, a form
+        of subword regularisation (Kudo, 2018). `alpha` in (0, 1): for a BPE model, BPE-dropout
+        (Provilkov et al., 2020), each merge skipped with this probability; for a unigram model,
+        a segmentation drawn from all of them with probabilities P(x)^alpha (smaller: more
+        varied). Not a `tf.Module`: nothing exported can hold it, so validation, evaluation,
+        export and serving segment as `tokenize` does. Its draws are not seeded (sentencepiece's
+        own generator)."""
+        return SampledSegmentation(self, alpha)
 
     def detokenize(self, ids):
         """Strings [B] from ids [B, T] (ragged or dense); pad, bos and eos ids are dropped, the
@@ -163,16 +191,19 @@ class SubwordTokenizer(tf.Module):
 
 
 class SampledSegmentation:
-    """`SubwordTokenizer.sampling`'s tokenizer: `tokenize` as the tokenizer's, with BPE-dropout."""
+    """`SubwordTokenizer.sampling`'s tokenizer: `tokenize` as the tokenizer's, each segmentation
+    drawn (BPE-dropout, or unigram sampling)."""
 
-    def __init__(self, tokenizer, dropout):
-        if not 0 < dropout < 1:
-            raise ValueError(f"BPE-dropout must be in (0, 1); got {dropout}")
-        self.dropout = dropout
+    def __init__(self, tokenizer, alpha):
+        if not 0 < alpha < 1:
+            name = "BPE-dropout" if tokenizer.model_type == "bpe" else "unigram sampling's alpha"
+            raise ValueError(f"{name} must be in (0, 1); got {alpha}")
+        self.alpha = alpha
         self.normalize = tokenizer.normalize
-        # nbest_size -1: sample; for a BPE model alpha is the merges' dropout probability
+        # nbest_size -1: sample among all segmentations; alpha, the merges' dropout probability
+        # (BPE) or the exponent on the segmentations' probabilities (unigram)
         self._sentencepiece = sentencepiece_tokenizer(
-            tokenizer.model_proto, tokenizer.name, nbest_size=-1, alpha=dropout
+            tokenizer.model_proto, tokenizer.name, nbest_size=-1, alpha=alpha
         )
 
     def tokenize(self, strings, padded=False):

@@ -63,6 +63,7 @@ def test_overrides_and_dict_round_trip():
         ({"dropout": 1.0}, r"dropout must be a number in \[0, 1\), got 1.0"),
         ({"dropout": -0.1}, r"dropout must be a number in \[0, 1\), got -0.1"),
         ({"label_smoothing": 1.5}, "label_smoothing must be a number"),
+        ({"relu_dropout": 1.0}, r"relu_dropout must be a number in \[0, 1\), got 1.0"),
         ({"norm_first": "yes"}, "norm_first must be True or False"),
         ({"learning_rate_scale": 0}, "learning_rate_scale must be a positive number, got 0"),
         ({"learning_rate_scale": "2"}, "learning_rate_scale must be a positive number, got '2'"),

@@ -169,6 +169,7 @@ def test_every_numeric_flag_is_checked_where_it_is_parsed():
         ("training.train", ["--early-stopping", "0"], "--early-stopping: expected an integer"),
         ("training.train", ["--subword-sampling", "1"], "--subword-sampling: expected a number "
          "in [0, 1), got 1"),
+        ("training.train", ["--subword-model", "char"], "--subword-model: invalid choice: 'char'"),
         ("training.binarize", ["--output", "x", "--max-length", "1"], "--max-length: expected"),
         ("training.evaluate", ["--model", "m", "--top-p", "1.5"], "--top-p: expected a number in "
          "(0, 1], got 1.5"),

@@ -3,6 +3,7 @@
 continues where it stopped. On a tiny task instead of the Ding corpus."""
 
 import json
+import os
 import pathlib
 import re
 import shlex
@@ -125,18 +126,25 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
     assert rows[2].split(" | ")[8:12] == ["2", "1", "3", "1"]
     assert json.loads(report.with_suffix(".json").read_text()) == [first, second]
 
-    # A result from another screening budget, or of a run defined otherwise since, does not
+    # A result from another screening budget, or of a run trained otherwise since, does not
     # count: that run is done again. The report keeps the older result after the others.
     assert [r["name"] for r in quality.results(work, minutes=4)] == ["confirm"]
     with monkeypatch.context() as patch:
         patch.setattr(
             quality,
             "STUDY",
-            (plain, quality.dataclasses.replace(confirm, decodings=((1, 0.0, 1),))),
+            (plain, quality.dataclasses.replace(confirm, seed=2)),
         )
         assert [r["name"] for r in quality.results(work, minutes=5)] == ["plain"]
         quality.write_report(quality.results(work, minutes=5), report)
         assert json.loads(report.with_suffix(".json").read_text()) == [first, second]
+    # Decodings added since do not train it again: they are what it still lacks.
+    more = quality.dataclasses.replace(confirm, decodings=((2, 1.0, 3, 1), (1, 0.0, 2)))
+    with monkeypatch.context() as patch:
+        patch.setattr(quality, "STUDY", (plain, more))
+        assert quality.results(work, minutes=5) == [first, second]
+        assert more.missing(second) == [(None, "validation", (1, 0.0, 2))]
+        assert confirm.missing(second) == []
     # Nor does a result of an earlier version of the study (the code it measured has changed).
     with monkeypatch.context() as patch:
         patch.setattr(quality, "STUDY_VERSION", quality.STUDY_VERSION + 1)
@@ -148,14 +156,14 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
     # A finished run chosen later to confirm the settings gets its test score, in the chosen
     # decoding, without training again; --list says it waits for it.
     chosen = quality.dataclasses.replace(plain, test=(2, 1.0, 3))
-    assert confirm.tested(second) and not chosen.tested(first)
+    assert chosen.missing(first) == [(None, "test", (2, 1.0, 3))]
     trained = sorted((work / "plain" / "checkpoints").iterdir())
     with monkeypatch.context() as patch:
         patch.setattr(quality, "STUDY", (chosen, confirm))
         capsys.readouterr()  # the training's output so far
         quality.main(["--list", "--work-dir", str(work), "--minutes", "5"])
-        assert capsys.readouterr().out.splitlines()[0].startswith("test  plain ")
-    quality.run_child(chosen, work, minutes=5, test_only=True)
+        assert capsys.readouterr().out.splitlines()[0].startswith("score plain ")
+    quality.run_child(chosen, work, minutes=5, score_only=True)
     tested = json.loads((work / "plain" / "result.json").read_text())
     assert (
         tested == {**first, "scores": tested["scores"]} and tested["scores"][:2] == first["scores"]
@@ -163,7 +171,42 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
     assert [(s["split"], s["beam"], s["averaged"]) for s in tested["scores"][2:]] == [
         ("test", 2, 3)
     ]
-    assert chosen.tested(tested) and sorted((work / "plain" / "checkpoints").iterdir()) == trained
+    assert chosen.missing(tested) == [] and tested["definition"] == chosen.definition(5)
+    assert sorted((work / "plain" / "checkpoints").iterdir()) == trained
+
+    # A curve point: the run scored as if its budget (5 minutes) had ended at minute 1, with
+    # the checkpoints written by then; the last checkpoint was written as the budget ended.
+    # Here those of steps 10 and 20 (written 4 min 30 s and 4 min 10 s before the last).
+    end = trained[-1].stat().st_mtime
+    for before, path in zip((270, 250, 0), trained, strict=True):
+        os.utime(path, (end - before,) * 2)
+    curved = quality.dataclasses.replace(
+        chosen, budget=5, curve=(1,), curve_decodings=((1, 0.0, 3),)
+    )
+    assert curved.missing(tested) == [(1, "validation", (1, 0.0, 3)), (1, "test", (2, 1.0, 3))]
+    quality.run_child(curved, work, minutes=5, score_only=True)
+    pointed = json.loads((work / "plain" / "result.json").read_text())
+    assert pointed["scores"] == tested["scores"] and curved.missing(pointed) == []
+    [point] = pointed["prefixes"]
+    assert point["minutes"] == 1 and point["steps"] == 20
+    assert [(s["split"], s["averaged"], s["decoding"]) for s in point["scores"]] == [
+        ("validation", 2, [1, 0.0, 3, 0]),  # fewer averaged than asked: two were written
+        ("test", 2, [2, 1.0, 3, 0]),
+    ]
+    assert (work / "plain" / "translations.test.beam2-alpha1.0-avg2-at-1min.txt").is_file()
+    quality.write_report([pointed], report)  # replaces the recorded `first`, keeps `second`
+    assert json.loads(report.with_suffix(".json").read_text()) == [pointed, second]
+    rows = [line for line in report.read_text().splitlines() if line.startswith("| plain")]
+    assert rows[-1].startswith(
+        "| plain (its first 1 min) | baseline | (the demo's) | 0 | 1 | 20 | 3.00 |"
+    )
+    assert len(rows) == 2 + 1  # the run's two validation rows, then the point's one
+    # A minute before the first checkpoint has nothing to score; a curve needs a budget.
+    early = quality.dataclasses.replace(curved, curve=(0.1,))
+    with pytest.raises(ValueError, match="plain: no checkpoint was written in its first 0.1 min"):
+        quality.run_child(early, work, minutes=5, score_only=True)
+    with pytest.raises(ValueError, match="a curve needs a budget beyond its last minute"):
+        quality.Run("x", "y", curve=(14,), budget=14)
 
 
 def test_report_without_markers_is_refused(tmp_path):

@@ -10,7 +10,7 @@ import sentencepiece
 import tensorflow as tf
 
 from keras_transformer import SubwordTokenizer
-from keras_transformer.tokenizer import normalize_text
+from keras_transformer.tokenizer import MODEL_TYPES, normalize_text
 
 SAMPLES = [
     "Guten Morgen, wie geht's?",
@@ -28,6 +28,7 @@ SAMPLES = [
 
 def test_special_ids(tokenizer):
     assert [tokenizer.id_to_piece(i) for i in range(4)] == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert tokenizer.model_type == "bpe"  # the default, as §5.1
     assert tokenizer.vocab_size <= 400
 
 
@@ -152,3 +153,37 @@ def test_bpe_dropout_samples_segmentations_of_the_same_text(tokenizer):
     for dropout in (0.0, 1.0):
         with pytest.raises(ValueError, match="BPE-dropout must be in"):
             tokenizer.sampling(dropout)
+
+
+def test_unigram_vocabulary_samples_from_its_segmentations(tmp_path):
+    """A unigram vocabulary (Kudo, 2018) segments deterministically as sentencepiece's own
+    encoder does; `sampling(alpha)` draws segmentations that differ and detokenize to the
+    normalized text. Training refuses a model type it does not know."""
+    from conftest import synthetic_pairs
+
+    texts = [side for pair in synthetic_pairs(400) for side in pair]
+    unigram = SubwordTokenizer.train(texts, 400, tmp_path / "unigram.model", model_type="unigram")
+    assert unigram.model_type == "unigram"
+    assert SubwordTokenizer.load(tmp_path / "unigram.model").model_type == "unigram"
+    samples = [text for text in SAMPLES if normalize_text(text)]
+    plain = unigram.tokenize(tf.constant(samples)).to_list()
+    encoder = sentencepiece.SentencePieceProcessor(model_proto=unigram.model_proto)
+    assert plain == [encoder.encode(normalize_text(text)) for text in samples]
+    sampled = unigram.sampling(0.2)
+    draws = [sampled.tokenize(tf.constant(samples)) for _ in range(6)]
+    for draw in draws:
+        restored = [s.decode("utf-8") for s in unigram.detokenize(draw).numpy()]
+        assert restored == [normalize_text(text) for text in samples]
+        assert not np.any(draw.flat_values.numpy() == 1)  # no <unk>: byte fallback still holds
+    # Unseeded draws: two may coincide (a short text has few segmentations), not all six.
+    assert len({tuple(map(tuple, draw.to_list())) for draw in draws}) > 1
+    assert all(unigram.tokenize(tf.constant(samples)).to_list() == plain for _ in range(3))
+    with pytest.raises(ValueError, match="unigram sampling's alpha must be in"):
+        unigram.sampling(1.0)
+    with pytest.raises(ValueError, match="model_type must be one of bpe, unigram; got 'char'"):
+        SubwordTokenizer.train(texts, 400, tmp_path / "char.model", model_type="char")
+    # The training program offers the kinds the tokenizer trains.
+    from training import train
+
+    [flag] = [a for a in train.build_parser()._actions if a.dest == "subword_model"]
+    assert tuple(flag.choices) == MODEL_TYPES

@@ -208,12 +208,14 @@ def test_trained_under_jax_from_text_data(number_data, tmp_path):
     assert losses[-1] < losses[0]
 
 
+@pytest.mark.parametrize("model", ["bpe", "unigram"])
 def test_subword_sampling_trains_and_the_export_never_samples(
-    number_data, tmp_path, capsys, monkeypatch
+    number_data, tmp_path, capsys, monkeypatch, model
 ):
-    """--subword-sampling (BPE-dropout on the training pairs) is recorded in run.json, a resume
-    must agree with it, and the exported graph segments deterministically: the same sentences
-    give the same translations and scores, call after call."""
+    """--subword-sampling (BPE-dropout, or a unigram vocabulary's sampling, on the training
+    pairs) is recorded in run.json, a resume must agree with it, and the exported graph segments
+    deterministically: the same sentences give the same translations and scores, call after
+    call. --subword-model is recorded with the vocabulary (a BPE run's record as before it)."""
     import tensorflow as tf
 
     from keras_transformer.tokenizer import SubwordTokenizer
@@ -225,9 +227,16 @@ def test_subword_sampling_trains_and_the_export_never_samples(
     )
     out = tmp_path / "run"
     args = tiny_run(number_data, out, "--steps", "4", "--steps-per-epoch", "2")
+    args += ["--subword-model", model] if model != "bpe" else []  # bpe: the default
     train.main([*args, "--subword-sampling", "0.2", "--bleu-sentences", "0"])
     assert drawn == [0.2]  # the training batches, and nothing else, sample
-    assert json.loads((out / "run.json").read_text())["subword_sampling"] == 0.2
+    settings = json.loads((out / "run.json").read_text())
+    assert settings["subword_sampling"] == 0.2
+    assert settings["vocabulary"] == {
+        "vocab_size": 300,
+        **({"model": model} if model != "bpe" else {}),
+    }
+    assert SubwordTokenizer.load(out / "tokenizer.model").model_type == model
     translate = tf.saved_model.load(str(out / "export" / "1")).signatures["serving_default"]
     sentences = tf.constant([de for de, _ in number_pairs(8, 5)])
     first = translate(sentences=sentences)
@@ -240,6 +249,12 @@ def test_subword_sampling_trains_and_the_export_never_samples(
         train.main([*args, "--bleu-sentences", "0"])
     assert exit_info.value.code == 1
     assert "--subword-sampling: 0.2 in the run, 0.0 now" in capsys.readouterr().err
+    if model != "bpe":  # the vocabulary's kind is the run's
+        bpe = tiny_run(number_data, out, "--steps", "4", "--steps-per-epoch", "2")
+        with pytest.raises(SystemExit) as exit_info:
+            train.main([*bpe, "--subword-sampling", "0.2", "--bleu-sentences", "0"])
+        assert exit_info.value.code == 1
+        assert "--vocab-size/--tokenizer/--subword-model" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -273,6 +288,14 @@ def test_subword_sampling_trains_and_the_export_never_samples(
             "leaves no pair to train on: pairs read 2000, kept 0, dropped 2000",
         ),
         (["--subword-sampling", "0.1", "--deterministic"], "--deterministic cannot repeat"),
+        (
+            ["--subword-model", "unigram", "--dataset", "binarized:somewhere"],
+            "binarized data and --init-from's model bring their own: leave --subword-model",
+        ),
+        (
+            ["--subword-model", "unigram", "--tokenizer", str(ROOT / "Makefile")],
+            "--subword-model chooses the vocabulary the run trains; --tokenizer, binarized",
+        ),
         (
             ["--subword-sampling", "0.1", "--dataset", "binarized:somewhere"],
             "binarized data holds one segmentation",

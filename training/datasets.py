@@ -141,12 +141,13 @@ class Dataset:
         ]
 
 
-def train_tokenizer(dataset, vocab_size, path):
-    """A SubwordTokenizer of `vocab_size` pieces trained on both sides of the dataset's training
-    split, written to `path`; ValueError when the split is empty."""
+def train_tokenizer(dataset, vocab_size, path, model_type="bpe"):
+    """A SubwordTokenizer (`model_type` "bpe" or "unigram") of `vocab_size` pieces trained on
+    both sides of the dataset's training split, written to `path`; ValueError when the split is
+    empty."""
     import keras_transformer as kt
 
     texts = [side for pair in dataset.pairs("train") for side in pair]
     if not texts:
         raise ValueError(f"the train split of {dataset.spec} is empty")
-    return kt.SubwordTokenizer.train(texts, vocab_size, path)
+    return kt.SubwordTokenizer.train(texts, vocab_size, path, model_type=model_type)

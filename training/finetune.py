@@ -21,6 +21,7 @@ from common import checkpoints, run_dir
 TRAINING_FIELDS = (
     "dropout",
     "attention_dropout",
+    "relu_dropout",
     "label_smoothing",
     "warmup_steps",
     "learning_rate_scale",

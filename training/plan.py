@@ -65,11 +65,19 @@ class Data:
         "--subword-sampling",
         type=flags.fraction,
         default=0.0,
-        metavar="DROPOUT",
+        metavar="ALPHA",
         help="subword regularisation of the training pairs: each time a pair is batched, its "
-        "segmentation is drawn anew by BPE-dropout (Provilkov et al., 2020), every merge "
-        "skipped with this probability (0: none, as the paper; 0.1 in their study); "
-        "validation, evaluation, the export and serving segment as without it",
+        "segmentation is drawn anew; a BPE vocabulary by BPE-dropout (Provilkov et al., 2020), "
+        "every merge skipped with this probability (0.1 in their study), a unigram one among all "
+        "its segmentations with probabilities raised to this power (Kudo, 2018); 0: none, as "
+        "the paper. Validation, evaluation, the export and serving segment as without it",
+    ).field()
+    subword_model: str = Option(
+        "--subword-model",
+        default="bpe",
+        choices=("bpe", "unigram"),
+        help="the vocabulary the run trains: byte-pair encoding (bpe, §5.1) or a unigram "
+        "language model (unigram, Kudo 2018)",
     ).field()
     tokens_per_batch: int | None = Option(
         "--tokens-per-batch",
@@ -233,13 +241,13 @@ class Selection:
         type=pathlib.Path,
         metavar="MODEL.keras",
         help="start this new run from a trained model's weights (fine-tuning): its config "
-        "(--set may change only the training fields dropout, attention_dropout, "
+        "(--set may change only the training fields dropout, attention_dropout, relu_dropout, "
         "label_smoothing, warmup_steps, learning_rate_scale, tokens_per_batch; a --preset must "
         "have its architecture), its tokenizer unless --tokenizer or --vocab-size gives a new "
         "vocabulary (the rows of the pieces both hold are kept), and a fresh Adam and schedule "
-        "that warms up over the model's warmup_steps again (--set warmup_steps=N): a fresh "
-        "Adam has no moments yet, so its first updates move every weight by the full learning "
-        "rate, which the warm-up keeps small",
+        "that warms up over the model's warmup_steps again (--set warmup_steps=N): a fresh Adam"
+        " has no moments yet, so its first updates move every weight by the full learning rate,"
+        " which the warm-up keeps small",
     ).field()
     keep_best: str | None = Option(
         "--keep-best",
@@ -315,6 +323,15 @@ class TrainingPlan:
             )
         if data.tokenizer and not data.tokenizer.is_file():
             raise ValueError(f"--tokenizer {data.tokenizer}: no such file")
+        brought = data.tokenizer or data.dataset.startswith("binarized:")
+        if data.subword_model != "bpe" and (
+            brought or self.selection.init_from and not data.vocab_size
+        ):
+            raise ValueError(
+                "--subword-model chooses the vocabulary the run trains; --tokenizer, binarized "
+                "data and --init-from's model bring their own: leave --subword-model (with "
+                "--init-from, --vocab-size trains a new one)"
+            )
         if data.subword_sampling and data.dataset.startswith("binarized:"):
             raise ValueError(
                 "--subword-sampling segments the text anew each time; binarized data holds "
@@ -377,6 +394,8 @@ class TrainingPlan:
             vocabulary = {"tokenizer": str(tokenizer_beside(selection.init_from))}
         else:
             vocabulary = {"vocab_size": data.vocab_size or flags.DEFAULT_VOCAB_SIZE}
+            if data.subword_model != "bpe":  # a BPE run's record is as before the flag
+                vocabulary["model"] = data.subword_model
         return {
             "preset": self.model.preset,
             "config": config.to_dict(),

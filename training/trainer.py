@@ -302,13 +302,16 @@ class Trainer:
             return self.load_tokenizer_file(own)
         if self.plan.data.tokenizer or self.model_tokenizer():
             return self.load_tokenizer_file(self.plan.data.tokenizer or self.model_tokenizer())
+        model_type = self.plan.data.subword_model
         log(
-            f"training a {self.config.vocab_size}-piece vocabulary on the training split of "
-            f"{self.dataset.spec}"
+            f"training a {self.config.vocab_size}-piece vocabulary ({model_type}) on the training "
+            f"split of {self.dataset.spec}"
         )
         self.tokenizer_file = self.scratch / self.directory.tokenizer.name
         try:
-            tokenizer = train_tokenizer(self.dataset, self.config.vocab_size, self.tokenizer_file)
+            tokenizer = train_tokenizer(
+                self.dataset, self.config.vocab_size, self.tokenizer_file, model_type
+            )
         except ValueError as error:
             raise RunError(str(error)) from None
         if tokenizer.vocab_size != self.config.vocab_size:  # the corpus gave fewer pieces

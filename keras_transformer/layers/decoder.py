@@ -14,7 +14,7 @@ class DecoderLayer(SublayerConnections):
     layer normalization.
 
     Args: as `EncoderLayer`'s (num_heads, d_ff, key_dim, value_dim, dropout, attention_dropout,
-        norm_first, **kwargs).
+        relu_dropout, norm_first, **kwargs).
 
     Call arguments:
         inputs: [B, T, d_model]. memory: the encoder output [B, S, d_model].
@@ -94,7 +94,7 @@ class DecoderLayer(SublayerConnections):
             h, weights = h
         x = self.sublayer_output(x, h, self.cross_attention_norm, training)
 
-        h = self.feed_forward(self.sublayer_input(x, self.feed_forward_norm))
+        h = self.feed_forward(self.sublayer_input(x, self.feed_forward_norm), training=training)
         x = self.sublayer_output(x, h, self.feed_forward_norm, training)
 
         results = (x,)
@@ -168,7 +168,7 @@ class Decoder(Stack):
     `num_layers` DecoderLayers, each attending causally to the target and to the memory.
 
     Args: as `Encoder`'s (num_layers, num_heads, d_ff, positional, max_length, key_dim,
-        value_dim, dropout, attention_dropout, norm_first, **kwargs).
+        value_dim, dropout, attention_dropout, relu_dropout, norm_first, **kwargs).
 
     Call arguments:
         inputs: the embedded target [B, T, d_model] (shifted right: it starts with bos).

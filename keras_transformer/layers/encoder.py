@@ -16,6 +16,7 @@ class EncoderLayer(SublayerConnections):
         key_dim, value_dim: d_k and d_v (default None: d_model / h).
         dropout: P_drop on each sub-layer's output (default 0.1, §5.4).
         attention_dropout: dropout on the attention weights (default 0.0; not in the paper).
+        relu_dropout: dropout on the FFN's hidden ReLU (default 0.0; not in the paper).
         norm_first: pre-norm instead of the paper's post-norm (default False).
         **kwargs: Keras layer arguments (name, dtype).
 
@@ -35,7 +36,7 @@ class EncoderLayer(SublayerConnections):
         h = self.sublayer_input(x, self.self_attention_norm)
         h = self.self_attention(h, attention_mask=padding_mask, training=training)
         x = self.sublayer_output(x, h, self.self_attention_norm, training)
-        h = self.feed_forward(self.sublayer_input(x, self.feed_forward_norm))
+        h = self.feed_forward(self.sublayer_input(x, self.feed_forward_norm), training=training)
         return self.sublayer_output(x, h, self.feed_forward_norm, training)
 
     def compute_output_spec(self, inputs, padding_mask=None, training=None):
@@ -51,8 +52,9 @@ class Encoder(Stack):
         num_layers: N. num_heads, d_ff: as for each layer.
         positional: "sinusoidal" (default, §3.5) or "learned" (Table 3, row E).
         max_length: the longest sequence of learned positions (default 512).
-        key_dim, value_dim, dropout, attention_dropout, norm_first: passed to each layer (their
-            defaults: None, None, 0.1, 0.0, False); dropout also acts on the embedding sums.
+        key_dim, value_dim, dropout, attention_dropout, relu_dropout, norm_first: passed to each
+            layer (their defaults: None, None, 0.1, 0.0, 0.0, False); dropout also acts on the
+            embedding sums.
         **kwargs: Keras layer arguments (name, dtype).
 
     Call with the embedded source [B, S, d_model] and an optional boolean `padding_mask` [B, S];

@@ -9,6 +9,8 @@ class PositionwiseFeedForward(keras.layers.Layer):
 
     Args:
         d_ff: the inner size (2048 in the base model); the output size is the input's d_model.
+        dropout: dropout on max(0, x W1 + b1) while training (default 0.0, as the paper; the
+            "ReLU dropout" of the Transformer's tensor2tensor code, a low-resource lever).
         **kwargs: Keras layer arguments (name, dtype).
 
     Example:
@@ -17,11 +19,15 @@ class PositionwiseFeedForward(keras.layers.Layer):
         (2, 5, 8)
     """
 
-    def __init__(self, d_ff, **kwargs):
+    def __init__(self, d_ff, dropout=0.0, **kwargs):
         super().__init__(**kwargs)
         self.d_ff = d_ff
+        self.dropout = dropout
         self.inner = keras.layers.Dense(
             d_ff, activation="relu", dtype=self.dtype_policy, name="inner"
+        )
+        self.relu_dropout = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="relu_dropout"
         )
 
     def build(self, input_shape):
@@ -29,10 +35,11 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.inner.build(input_shape)
         self.outer.build((*input_shape[:-1], self.d_ff))
 
-    def call(self, inputs):
+    def call(self, inputs, training=None):
         # Position-wise: every position of the batch is a row of one 2-D matmul per layer.
         rows = keras.ops.reshape(inputs, (-1, inputs.shape[-1]))
-        return keras.ops.reshape(self.outer(self.inner(rows)), keras.ops.shape(inputs))
+        hidden = self.relu_dropout(self.inner(rows), training=training)
+        return keras.ops.reshape(self.outer(hidden), keras.ops.shape(inputs))
 
     def get_config(self):
-        return {**super().get_config(), "d_ff": self.d_ff}
+        return {**super().get_config(), "d_ff": self.d_ff, "dropout": self.dropout}

@@ -16,7 +16,7 @@ from keras_transformer.layers.positional import positional_layer
 
 LAYER_NORM_EPSILON = 1e-6
 # The optional hyper-parameters of EncoderLayer and DecoderLayer, which Encoder and Decoder pass on.
-OPTIONS = ("key_dim", "value_dim", "dropout", "attention_dropout", "norm_first")
+OPTIONS = ("key_dim", "value_dim", "dropout", "attention_dropout", "relu_dropout", "norm_first")
 
 
 def layer_norm(parent, name):
@@ -39,6 +39,7 @@ class SublayerConnections(keras.layers.Layer):
         value_dim=None,
         dropout=0.1,
         attention_dropout=0.0,
+        relu_dropout=0.0,
         norm_first=False,
         **kwargs,
     ):
@@ -49,6 +50,7 @@ class SublayerConnections(keras.layers.Layer):
         self.value_dim = value_dim
         self.dropout = dropout
         self.attention_dropout = attention_dropout
+        self.relu_dropout = relu_dropout
         self.norm_first = norm_first
         self.residual_dropout = keras.layers.Dropout(
             dropout, dtype=self.dtype_policy, name="residual_dropout"
@@ -56,7 +58,7 @@ class SublayerConnections(keras.layers.Layer):
         self.self_attention = self.attention_sublayer("self_attention")
         self.self_attention_norm = layer_norm(self, "self_attention_norm")
         self.feed_forward = PositionwiseFeedForward(
-            d_ff, dtype=self.dtype_policy, name="feed_forward"
+            d_ff, relu_dropout, dtype=self.dtype_policy, name="feed_forward"
         )
         self.feed_forward_norm = layer_norm(self, "feed_forward_norm")
 
