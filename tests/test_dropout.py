@@ -1,6 +1,7 @@
 """Dropout where §5.4 puts it: on each sub-layer's output before it is added to the residual and
 normalized, and on the sums of the scaled embeddings and the positional encodings; only when
-training."""
+training. And the two the paper does not use, off by default: on the attention weights and on
+the feed-forward network's hidden ReLU."""
 
 import math
 
@@ -106,3 +107,32 @@ def test_decoder_layer_without_memory_or_cache_is_refused():
         ValueError, match="memory \\(the encoder output\\) is required without a cache"
     ):
         layer(np.zeros((1, 3, 8), "float32"))
+
+
+def test_relu_dropout_acts_on_the_hidden_layer_only_in_training():
+    """Dropout(max(0, x W1 + b1)) W2 + b2 while training: each hidden unit dropped (0) or kept
+    and scaled by 1/(1-p); outside training, Eq. 2 exactly. W2 = I, b2 = 0 shows the hidden
+    layer itself."""
+    ffn = kl.PositionwiseFeedForward(d_ff=6, dropout=0.5)
+    x = np.random.default_rng(2).normal(size=(4, 5, 6)).astype("float32")
+    ffn(x)
+    ffn.outer.set_weights([np.eye(6, dtype="float32"), np.zeros(6, "float32")])
+    w1, b1 = (np.asarray(w) for w in ffn.inner.weights)
+    hidden = np.maximum(0, x @ w1 + b1)
+    np.testing.assert_allclose(ffn(x, training=False), hidden, atol=1e-5)
+    trained = np.asarray(ffn(x, training=True))
+    kept = np.isclose(trained, 2 * hidden, atol=1e-5)
+    assert np.all(kept | (trained == 0))
+    assert kept[hidden > 0].mean() < 0.8 and kept[hidden > 0].mean() > 0.2
+
+
+def test_the_config_dropouts_reach_every_layer():
+    """A config's relu_dropout and attention_dropout act in every layer of both stacks."""
+    config = kt.TransformerConfig.preset(
+        "tiny", vocab_size=20, relu_dropout=0.25, attention_dropout=0.125
+    )
+    layers = list(kt.build_transformer(config)._flatten_layers())
+    ffns = [layer for layer in layers if isinstance(layer, kl.PositionwiseFeedForward)]
+    attentions = [layer for layer in layers if isinstance(layer, kl.MultiHeadAttention)]
+    assert len(ffns) == 2 * config.num_layers and {f.dropout for f in ffns} == {0.25}
+    assert len(attentions) == 3 * config.num_layers and {a.dropout for a in attentions} == {0.125}

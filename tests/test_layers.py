@@ -42,23 +42,6 @@ def test_feed_forward_is_eq2():
     np.testing.assert_allclose(out, np.maximum(0, x @ w1 + b1) @ w2 + b2, atol=1e-5)
 
 
-def test_relu_dropout_acts_on_the_hidden_layer_only_in_training():
-    """Dropout(max(0, x W1 + b1)) W2 + b2 while training: each hidden unit dropped (0) or kept
-    and scaled by 1/(1-p); outside training, Eq. 2 exactly. W2 = I, b2 = 0 shows the hidden
-    layer itself."""
-    ffn = kl.PositionwiseFeedForward(d_ff=6, dropout=0.5)
-    x = np.random.default_rng(2).normal(size=(4, 5, 6)).astype("float32")
-    ffn(x)
-    ffn.outer.set_weights([np.eye(6, dtype="float32"), np.zeros(6, "float32")])
-    w1, b1 = (np.asarray(w) for w in ffn.inner.weights)
-    hidden = np.maximum(0, x @ w1 + b1)
-    np.testing.assert_allclose(ffn(x, training=False), hidden, atol=1e-5)
-    trained = np.asarray(ffn(x, training=True))
-    kept = np.isclose(trained, 2 * hidden, atol=1e-5)
-    assert np.all(kept | (trained == 0))
-    assert kept[hidden > 0].mean() < 0.8 and kept[hidden > 0].mean() > 0.2
-
-
 def _layer_norm(x, eps=1e-6):
     return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps)
 
@@ -189,17 +172,3 @@ def test_decoder_layer_declares_what_it_returns_with_caches_and_weights():
         assert [keras.backend.standardize_dtype(t.dtype) for t in eager] == [t.dtype for t in spec]
         for e, s in zip(eager, spec):
             assert all(b is None or a == b for a, b in zip(e.shape, s.shape)), (e.shape, s.shape)
-
-
-def test_the_config_dropouts_reach_every_layer():
-    """A config's relu_dropout and attention_dropout act in every layer of both stacks."""
-    import keras_transformer as kt
-
-    config = kt.TransformerConfig.preset(
-        "tiny", vocab_size=20, relu_dropout=0.25, attention_dropout=0.125
-    )
-    layers = list(kt.build_transformer(config)._flatten_layers())
-    ffns = [layer for layer in layers if isinstance(layer, kl.PositionwiseFeedForward)]
-    attentions = [layer for layer in layers if isinstance(layer, kl.MultiHeadAttention)]
-    assert len(ffns) == 2 * config.num_layers and {f.dropout for f in ffns} == {0.25}
-    assert len(attentions) == 3 * config.num_layers and {a.dropout for a in attentions} == {0.125}
