@@ -137,10 +137,10 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
 
     # Bad input against this run is refused, naming the flag, and nothing in it changes.
     for extra, message in [
-        (["--vocab-size", "350"], "vocabulary mismatch: .*--vocab-size/--tokenizer: 300 in the "),
+        (["--vocab-size", "350"], "mismatch: .*--tokenizer/--subword-model: 300 in the "),
         (
             ["--tokenizer", str(out / "tokenizer.model")],
-            "vocabulary mismatch: .*--vocab-size/--tokenizer: None in the run, '",
+            "vocabulary mismatch: .*--tokenizer/--subword-model: None in the run, '",
         ),
         (
             ["--set", "d_model=32", "--set", "num_heads=2"],
