@@ -15,12 +15,14 @@ the quartiles of the per-repetition ratios, to show how steady the machine was.
 
 import datetime
 import importlib.util
+import io
 import json
 import os
 import pathlib
 import platform
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import types
@@ -32,21 +34,24 @@ from benchmarks.probes import PROBE_SENTENCE
 from common import console, flags
 
 RESULTS = "benchmarks/README.md"
+# The code before the batch-1 serving work (issue 40): the served path's "SavedModel before".
+BEFORE_CODE = "d3ad441006d7079812637dae16b27d91fd4ceb3e"
 ROOT = pathlib.Path(__file__).resolve().parents[1]  # where `python -m benchmarks.probes` runs
 # TensorFlow takes nearly all of a GPU's memory at its first operation: the benchmark's own
 # process and the fresh processes it starts take only what they use, so that they fit beside it.
 GPU_MEMORY_GROWTH = {**os.environ, "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
 
 
-def run_probe(kind, *arguments, env=None):
-    """The JSON answer of `python -m benchmarks.probes KIND ARGUMENTS...`, a fresh process."""
+def run_probe(kind, *arguments, env=None, cwd=ROOT):
+    """The JSON answer of `python -m benchmarks.probes KIND ARGUMENTS...`, a fresh process run
+    in `cwd` (first on its path: a directory holding another keras_transformer imports it)."""
     out = subprocess.run(
         [sys.executable, "-m", "benchmarks.probes", kind, *map(str, arguments)],
         capture_output=True,
         text=True,
         check=True,
         env={**GPU_MEMORY_GROWTH, **(env or {})},
-        cwd=ROOT,
+        cwd=cwd,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -353,28 +358,70 @@ def train_served_model(directory, steps, size, quick):
     return model, tokenizer, tokenizer_path, sentences, data
 
 
-# Each TensorFlow setting of the served path's probes: its environment.
-TF_SETTINGS = {"default": {}, "TF_ENABLE_ONEDNN_OPTS=0": {"TF_ENABLE_ONEDNN_OPTS": "0"}}
+# Each TensorFlow setting of the served path's probes: its environment. The thread counts are
+# TensorFlow Serving's --tensorflow_inter_op_parallelism and --tensorflow_intra_op_parallelism.
+TF_SETTINGS = {
+    "default": {},
+    **{
+        f"{name}={value}": {name: value}
+        for name, value in (
+            ("TF_ENABLE_ONEDNN_OPTS", "0"),
+            ("TF_NUM_INTEROP_THREADS", "1"),
+            ("TF_NUM_INTRAOP_THREADS", "1"),
+        )
+    },
+}
 SERVED_BATCHES = (64, 8, 1)
 
 
-def served_path(directory, steps, size, quick, rounds):
+def export_before(directory, model, tokenizer_path, commit):
+    """`model` exported by the library at git `commit` as DIRECTORY/before/saved-beam4 and
+    saved-greedy (the served path's "SavedModel before"), in a fresh process run from that
+    commit's keras_transformer: the change and what it changed are then timed in the same
+    processes, as a machine whose speed moves between days needs."""
+    import dataclasses
+
+    import keras_transformer as kt
+
+    code = pathlib.Path(directory) / "before-code"
+    code.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit, "keras_transformer"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as files:
+        files.extractall(code, filter="data")
+    defaults = {  # the fields a version without them reads as at their default
+        field.name: field.default
+        for field in dataclasses.fields(kt.TransformerConfig)
+        if field.default is not dataclasses.MISSING
+    }
+    config = code / "config.json"
+    config.write_text(json.dumps({"config": model.config.to_dict(), "defaults": defaults}))
+    weights = pathlib.Path(directory) / "served.weights.h5"
+    model.save_weights(weights)
+    before = pathlib.Path(directory) / "before"
+    run_probe("export", config, weights, tokenizer_path, before, env={"PYTHONPATH": ROOT}, cwd=code)
+
+
+def served_path(directory, steps, size, quick, rounds, before_code=None):
     """The served path: one trained model (`train_served_model`) exported as the SavedModels of
     beam 4 and greedy search and converted to CTranslate2 (float32, int8), timed in fresh
     processes (benchmarks.probes served-path: the engines in turn, best of `rounds`) under each
-    TensorFlow setting (TF_SETTINGS; the default only with `quick`); and, in the first process,
+    TensorFlow setting (TF_SETTINGS; the default only with `quick`), beside the same model
+    exported by the library at git `before_code` if given; and, in the first process,
     where the SavedModel's time goes by op type (beam 4, batch 64 and batch 1) and the
     CTranslate2 engine's own work per call."""
-    import keras_transformer as kt
-    from benchmarks.probes import SEARCHES
+    from benchmarks.probes import export_searches
     from serving.ctranslate2 import convert
 
     model, tokenizer, tokenizer_path, sentences, data = train_served_model(
         directory, steps, size, quick
     )
-    for search, beam_size in SEARCHES.items():
-        translator = kt.Translator(model, tokenizer, beam_size=beam_size, alpha=0.6)
-        translator.save(f"{directory}/saved-{search.replace(' ', '')}")
+    export_searches(model, tokenizer, directory)
+    if before_code:
+        export_before(directory, model, tokenizer_path, before_code)
     for kind, quantization in (("float32", "none"), ("int8", "int8")):
         convert(model, tokenizer_path, f"{directory}/ct2-{kind}", quantization)
     sentences_file = pathlib.Path(directory) / "sentences.txt"
@@ -394,13 +441,41 @@ def served_path(directory, steps, size, quick, rounds):
                 step_profile_batch1=answers.pop("profile_batch1"),
             )
         rows += served_rows(setting, answers, len(sentences))
+    if not quick:
+        results["caches"] = compare_caches(directory, model, tokenizer_path, sentences, rounds)
     return dict(
         served_data=data,
         served_sentences=len(sentences),
         served_steps=steps,
+        **({"served_before": described_commit(before_code)} if before_code else {}),
         served_path=rows,
         **results,
     )
+
+
+# The cache comparison's sentences (the test split's first) and batches: a preallocated cache
+# at batch 1 is slow enough that the whole split would take minutes.
+CACHE_SENTENCES, CACHE_BATCHES = 200, (8, 1)
+
+
+def compare_caches(directory, model, tokenizer_path, sentences, rounds):
+    """Beam 4's SavedModel with its self-attention caches growing a position a step (the
+    Translator's), preallocated to each batch's bound, or to the model's max_length, timed in
+    one fresh process each batch of CACHE_BATCHES (benchmarks.probes export-caches and
+    saved-models): {batch: {cache: {"ms_per_sentence", "same_as_first"}}}."""
+    model.save(f"{directory}/served.keras")
+    exported = run_probe(
+        "export-caches", f"{directory}/served.keras", tokenizer_path, f"{directory}/caches"
+    )["exported"]
+    chosen = pathlib.Path(directory) / "cache-sentences.txt"
+    chosen.write_text("\n".join(sentences[:CACHE_SENTENCES]) + "\n", encoding="utf-8")
+    return {
+        str(batch): {
+            pathlib.Path(path).name: figures
+            for path, figures in run_probe("saved-models", chosen, rounds, batch, *exported).items()
+        }
+        for batch in CACHE_BATCHES
+    }
 
 
 def served_rows(setting, answers, count):
@@ -442,6 +517,14 @@ def build_parser():
         default=None,
         help="compile the training steps with XLA (default: off)",
     )
+    parser.add_argument(
+        "--before-code",
+        default=None,
+        metavar="COMMIT",
+        help="the served path's 'SavedModel before': its model exported by the library at this "
+        f"git commit too and timed in the same processes (default: {BEFORE_CODE[:10]}, the code "
+        "before the batch-1 work of issue 40; none with --quick; 'none': no such row)",
+    )
     flags.add_parts(parser, list(PARTS))
     flags.add_mixed_precision(parser)
     report.add_before(parser)
@@ -467,7 +550,48 @@ def plan(args):
         bf16=args.mixed_precision == "bf16",
         vocab=500 if args.quick else 8000,
         parts=[part for part in PARTS if part in (args.parts or PARTS)],
+        before_code=before_code(args),
     )
+
+
+def before_code(args):
+    """The full hash of --before-code's commit, or None ('none', or --quick without it); ends
+    with a usage error where this clone has no such commit."""
+    ref = args.before_code or (None if args.quick else BEFORE_CODE)
+    if ref in (None, "none"):
+        return None
+    commit = git_commit(ref)
+    if commit is None:
+        console.fail(
+            f"--before-code {ref}: not a commit of the clone at {ROOT} (a shallow clone lacks "
+            "the history: `git fetch --unshallow`), or git is missing; or pass --before-code none",
+            status=2,
+        )
+    return commit
+
+
+def git_commit(ref):
+    """The full hash of the commit `ref` names in this clone, or None."""
+    try:
+        answer = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+            capture_output=True,
+            text=True,
+        )
+    except FileNotFoundError:  # no git
+        return None
+    return None if answer.returncode else answer.stdout.strip()
+
+
+def described_commit(commit):
+    """'abcdef1234 (its subject)'."""
+    subject = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "-1", "--format=%s", commit],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return f"{commit[:10]} ({subject})"
 
 
 def config_of(preset, vocab):
@@ -598,7 +722,9 @@ def measure_exports(setting, results):
         )
     with tempfile.TemporaryDirectory() as directory:
         size = QUICK_SIZE if setting.quick else DEMO_SIZE
-        served = served_path(directory, steps, size, setting.quick, 1 if setting.quick else 2)
+        served = served_path(
+            directory, steps, size, setting.quick, 1 if setting.quick else 2, setting.before_code
+        )
     return dict(
         saved_model_preset=setting.presets[0][0],
         saved_model_calls=calls,

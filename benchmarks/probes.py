@@ -14,22 +14,31 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
     served-path DIRECTORY SENTENCES_FILE ROUNDS profile|no-profile BATCH...
         {engine: {search: {batch: {"seconds": [per round], "translations": [...]}}}}: the
         SavedModels DIRECTORY/saved-beam4 and saved-greedy (`serving_default`, with tensorflow
-        and tensorflow_text) and the CTranslate2 models DIRECTORY/ct2-float32 and ct2-int8
-        (common.engines.CTranslate2Translator, beam 4 and greedy), each translating the
+        and tensorflow_text), those in DIRECTORY/before if there are ("SavedModel before": the
+        same model exported by another version of the library), and the CTranslate2 models
+        DIRECTORY/ct2-float32 and ct2-int8 (common.engines.CTranslate2Translator, beam 4 and
+        greedy), each translating the
         file's sentences at each BATCH, in turn within each of ROUNDS rounds; and under
         "overhead", the CTranslate2 engine's ms per sentence at batch 1 beside its
         translate_batch call alone; with `profile`, under "profile" the step profile of
         saved-beam4 at batch 64 (below), in the same process
     saved-models SENTENCES_FILE ROUNDS BATCH SAVED_MODEL...
         {SAVED_MODEL: {"ms_per_sentence": the best round, "same_as_first": translations equal
-        to the first SavedModel's}}: SavedModels (`serving_default`) translating the file at
-        BATCH in turn in one process, as two exports of one model (before and after a change)
-        are best compared on a machine whose speed moves
+        to the first SavedModel's, "sentences": n}}: SavedModels (`serving_default`)
+        translating the file at BATCH in turn in one process, as two exports of one model
+        (before and after a change) are best compared on a machine whose speed moves
     step-profile SAVED_MODEL SENTENCES_FILE BATCH
         {"seconds": wall time, "sentences": n, "batch": BATCH, "steps": decoding steps, "ops":
         {op type: seconds}, "outside_loop": op seconds outside the search's loop}:
         TensorFlow's profiler over the SavedModel translating the file at BATCH (after a
         warm-up call)
+    export CONFIG_JSON WEIGHTS TOKENIZER OUTPUT_DIR
+        {"exported": [directories], "library": where keras_transformer was imported from}: the
+        model of CONFIG_JSON ({"config": ..., "defaults": ...}: its fields, and each field's
+        default, so that a field the library does not know is dropped only at its default) with
+        the weights file WEIGHTS, exported as OUTPUT_DIR/saved-beam4 and saved-greedy by the
+        keras_transformer first on the path: run from a directory holding another version of
+        it (bench's --before-code), it is that version's export
     export-caches MODEL_KERAS TOKENIZER OUTPUT_DIR
         {"exported": [directories]}: the model (rebuilt in float32) exported with beam 4 three
         ways, OUTPUT_DIR/growing (the Translator's cache, growing a position a step),
@@ -274,7 +283,6 @@ def saved_model(directory, repeats, intra_op_threads):
 
 
 SEARCHES = {"beam 4": 4, "greedy": 1}
-ENGINES = ("SavedModel", "CTranslate2 float32", "CTranslate2 int8")
 
 
 def read_sentences(path):
@@ -289,8 +297,8 @@ def served_engines(directory):
 
     from common.engines import CTranslate2Translator
 
-    def saved(search):
-        path = f"{directory}/saved-{search.replace(' ', '')}"
+    def saved(search, within=directory):
+        path = f"{within}/saved-{search.replace(' ', '')}"
         signature = tf.saved_model.load(path).signatures["serving_default"]
         return lambda batch: [
             t.decode() for t in signature(sentences=tf.constant(batch))["translation"].numpy()
@@ -301,6 +309,10 @@ def served_engines(directory):
         return lambda batch: [translation.text for translation in engine.translate(batch)]
 
     engines = {"SavedModel": {search: saved(search) for search in SEARCHES}}
+    if pathlib.Path(f"{directory}/before").is_dir():  # bench's --before-code
+        engines["SavedModel before"] = {
+            search: saved(search, f"{directory}/before") for search in SEARCHES
+        }
     for kind in ("float32", "int8"):
         engines[f"CTranslate2 {kind}"] = {
             search: ctranslate2(kind, beam_size) for search, beam_size in SEARCHES.items()
@@ -389,6 +401,7 @@ def saved_models(sentences_file, rounds, batch, *directories):
         directory: {
             "ms_per_sentence": 1000 * min(figures["seconds"]) / len(sentences),
             "same_as_first": sum(a == b for a, b in zip(figures["translations"], reference)),
+            "sentences": len(sentences),
         }
         for directory, figures in answers.items()
     }
@@ -433,6 +446,47 @@ def step_profile(saved_model, sentences_file, batch):
     }
 
 
+def export_searches(model, tokenizer, directory):
+    """The Translator of each search in SEARCHES saved as `directory`/saved-beam4, saved-greedy."""
+    import keras_transformer as kt
+
+    return [
+        str(
+            kt.Translator(model, tokenizer, beam_size=beam_size, alpha=0.6).save(
+                f"{directory}/saved-{search.replace(' ', '')}"
+            )
+        )
+        for search, beam_size in SEARCHES.items()
+    ]
+
+
+def export(config_json, weights, tokenizer_path, output_dir):
+    import dataclasses
+
+    import numpy as np
+
+    import keras_transformer as kt
+
+    given = json.loads(pathlib.Path(config_json).read_text(encoding="utf-8"))
+    known = {field.name for field in dataclasses.fields(kt.TransformerConfig)}
+    unknown = {
+        name: value
+        for name, value in given["config"].items()
+        if name not in known and value != given["defaults"].get(name, not value)
+    }
+    if unknown:
+        raise ValueError(f"{kt.__file__} has no config field for {unknown}")
+    config = kt.TransformerConfig(**{k: v for k, v in given["config"].items() if k in known})
+    model = kt.build_transformer(config)
+    model({"source": np.ones((1, 3), "int32"), "target": np.ones((1, 3), "int32")})
+    model.load_weights(weights)
+    tokenizer = kt.SubwordTokenizer.load(tokenizer_path)
+    return {
+        "exported": export_searches(model, tokenizer, output_dir),
+        "library": str(pathlib.Path(kt.__file__).parent),
+    }
+
+
 def export_caches(model_path, tokenizer_path, output_dir):
     import keras
     import numpy as np
@@ -451,7 +505,7 @@ def export_caches(model_path, tokenizer_path, output_dir):
             super().__init__(model, tokenizer)
             self.bound = bound
 
-        def search_ids(self, source, prefix=None):
+        def search_ids(self, source, prefix=None, encoded=None):
             return search_ids(
                 self.model,
                 source,
@@ -461,6 +515,7 @@ def export_caches(model_path, tokenizer_path, output_dir):
                 min_length=self.min_length,
                 target_prefix=prefix,
                 static_shapes=True,
+                encoded=encoded,
             )
 
     translators = {
@@ -474,6 +529,7 @@ def export_caches(model_path, tokenizer_path, output_dir):
 
 OP_EVENT = re.compile(r"([\w./-]+):(\w+)")
 PROBES = {
+    "export": export,
     "export-caches": export_caches,
     "loss-share": loss_share,
     "model-throughput": model_throughput,

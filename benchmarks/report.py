@@ -85,13 +85,44 @@ and by the same model converted with `python -m serving.ctranslate2` (float32, a
 tokenization, GNMT's length penalty), all in one fresh process, in turn, the best of each
 engine's rounds: ms per sentence at each batch size (sentences a call), the engine's time
 over CTranslate2 float32's in the same process, and how many of its translations at the
-largest batch equal the SavedModel's. A second process (not with --quick) sets
-`TF_ENABLE_ONEDNN_OPTS=0`, which turns off TensorFlow's oneDNN kernels.{before_note}
+largest batch equal the SavedModel's.{settings}{served_before}{before_note}
 
 {table}
 
 {overhead}
 """
+
+CACHES = """\
+### Growing or preallocated caches (beam 4, the first {sentences} test sentences)
+
+The served model's beam-4 SavedModel exported three ways (`benchmarks.probes export-caches`):
+its self-attention caches growing a position a step and the batch shrinking as sentences end
+(the Translator's), or preallocated to each batch's bound (source length + 50) or to the
+model's max_length, written in place by a scatter, every sentence computed until the batch
+ends (as under XLA, but run without it). The three in turn in one fresh process per batch size
+(default setting), the best of each one's rounds: ms per sentence, over the growing cache's, and
+how many translations equal the growing cache's.
+
+{table}
+"""
+
+# What each TensorFlow setting of the served path (bench.TF_SETTINGS) changes.
+SETTINGS = {
+    "TF_ENABLE_ONEDNN_OPTS=0": "`TF_ENABLE_ONEDNN_OPTS=0` turns off TensorFlow's oneDNN kernels",
+    "TF_NUM_INTEROP_THREADS=1": (
+        "`TF_NUM_INTEROP_THREADS=1` runs one op at a time (TensorFlow Serving's "
+        "`--tensorflow_inter_op_parallelism=1`)"
+    ),
+    "TF_NUM_INTRAOP_THREADS=1": (
+        "`TF_NUM_INTRAOP_THREADS=1` runs each op on one thread (TensorFlow Serving's "
+        "`--tensorflow_intra_op_parallelism=1`)"
+    ),
+}
+
+SERVED_BEFORE = (
+    " SavedModel before: the same model, its weights exported by the library at commit {}, in"
+    " the same processes: the change measured in one run."
+)
 
 OVERHEAD = """\
 Our CTranslate2 engine's own work per call (tokenizing, GNMT's rescoring of CTranslate2's
@@ -178,7 +209,57 @@ def served(results, before):
     note = before_note(results, before, "served_path")
     overhead = fill(OVERHEAD, **results["engine_overhead"]) if "engine_overhead" in results else ""
     table = served_table(results, before)
-    return fill(SERVED_PATH, **results, before_note=note, table=table, overhead=overhead).strip()
+    code = results.get("served_before")
+    changed = [
+        SETTINGS[s]
+        for s in dict.fromkeys(r["setting"] for r in results["served_path"])
+        if s in SETTINGS
+    ]
+    settings = (
+        f" Further processes (not with --quick) change one TensorFlow setting each: "
+        f"{'; '.join(changed)}."
+        if changed
+        else ""
+    )
+    text = fill(
+        SERVED_PATH,
+        **{**results, "served_before": SERVED_BEFORE.format(code) if code else ""},
+        settings=settings,
+        before_note=note,
+        table=table,
+        overhead=overhead,
+    ).strip()
+    if "caches" not in results:
+        return text
+    caches = results["caches"]
+    sentences = next(iter(next(iter(caches.values())).values()))["sentences"]
+    return text + "\n\n" + fill(CACHES, sentences=sentences, table=caches_table(caches)).strip()
+
+
+def caches_table(caches):
+    """The cache comparison's rows: per cache, ms per sentence at each batch, the ratio to the
+    growing cache's (the first) and the translations equal to its."""
+    batches = list(caches)
+    names = list(caches[batches[0]])
+    columns = (
+        ("cache", "l"),
+        *((f"batch {b} ms/sentence", "r") for b in batches),
+        *((f"batch {b} over growing", "r") for b in batches),
+        *((f"batch {b} same as growing", "r") for b in batches),
+    )
+    lines = table_header(columns)
+    for name in names:
+        figures = [caches[b][name] for b in batches]
+        growing = [caches[b][names[0]]["ms_per_sentence"] for b in batches]
+        lines.append(
+            row(
+                name,
+                *(f"{f['ms_per_sentence']:.2f}" for f in figures),
+                *(f"{f['ms_per_sentence'] / g:.2f}" for f, g in zip(figures, growing)),
+                *(f"{f['same_as_first']}/{f['sentences']}" for f in figures),
+            )
+        )
+    return "\n".join(lines)
 
 
 def step_profile(results, before):

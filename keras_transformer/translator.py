@@ -32,6 +32,7 @@ from keras_transformer.decoding import (
     Beam,
     Sampler,
     alignment,
+    encode,
     encoder_decoder_attention,
     search_ids,
 )
@@ -168,9 +169,10 @@ class Translator(tf.Module):
             pieces = tf.concat([pieces, tf.fill([pieces.nrows(), 1], EOS_ID)], axis=1)
         return pieces.to_tensor(), cut
 
-    def search_ids(self, source, prefix=None):
+    def search_ids(self, source, prefix=None, encoded=None):
         """The n-best ids [B, K, L] and scores [B, K] of source ids [B, S] (K = 1 when
-        sampling), each starting with its row of `prefix` ids [B, P] if given."""
+        sampling), each starting with its row of `prefix` ids [B, P] if given; `encoded`, the
+        source's (memory, mask) if already computed."""
         return search_ids(
             self.model,
             source,
@@ -180,6 +182,7 @@ class Translator(tf.Module):
             min_length=self.min_length,
             target_prefix=prefix,
             static_shapes=self.jit_compile,
+            encoded=encoded,
         )
 
     def xla_search_ids(self, source, prefix=None):
@@ -199,8 +202,10 @@ class Translator(tf.Module):
         prefix = prefix_cut = None
         if target_prefix is not None:
             prefix, prefix_cut = self.target_ids(target_prefix, eos=False)
+        encoded = None  # the encoder runs once, for the search and the alignment
         if self.compiled_search is None:
-            ids, scores = self.search_ids(source, prefix)
+            encoded = encode(self.model, source)
+            ids, scores = self.search_ids(source, prefix, encoded)
         else:
             ids, scores = self.xla_search_ids(source, prefix)
         tokens = ids[:, 0]
@@ -214,7 +219,7 @@ class Translator(tf.Module):
             "tokens": tokens,
             "nbest_translations": nbest_translations,
             "nbest_scores": scores[:, : self.nbest],
-            "alignment": alignment(self.model, source, tokens),
+            "alignment": alignment(self.model, source, tokens, encoded),
             "source_tokens": source,
             "source_cut": source_cut,
         }

@@ -34,8 +34,10 @@ def assert_report(text):
 
 
 def test_benchmark_runs_on_a_tiny_setting(tmp_path):
+    """Every part on the tiny setting; the served path's "SavedModel before" is the model
+    exported by the committed library (git archive HEAD, a fresh process run from it)."""
     output = tmp_path / "results.md"
-    bench.main(["--quick", "--output", str(output)])
+    bench.main(["--quick", "--before-code", "HEAD", "--output", str(output)])
     assert_report(output.read_text())
     results = json.loads((tmp_path / "results.json").read_text())
     (training,) = results["training"]
@@ -66,17 +68,32 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
     assert [(row["search"], row["engine"], row["setting"]) for row in served] == [
         (search, engine, "default")
         for search in ("beam 4", "greedy")
-        for engine in ("SavedModel", "CTranslate2 float32", "CTranslate2 int8")
+        for engine in ("SavedModel", "SavedModel before", "CTranslate2 float32", "CTranslate2 int8")
     ]
     for row in served:
         assert list(row["ms"]) == ["64", "8", "1"] and all(ms > 0 for ms in row["ms"].values())
         assert 0 <= row["same"] <= 32
+        if row["engine"] == "SavedModel before":  # HEAD's export of the same weights
+            assert row["same"] == 32
+    assert results["served_before"].startswith(bench.git_commit("HEAD")[:10])
+    assert "SavedModel before: the same model" in output.read_text()
     for batch, key in ((64, "step_profile"), (1, "step_profile_batch1")):
         profile = results[key]
         assert profile["batch"] == batch and profile["steps"] > 0
         assert profile["ops"]["LogSoftmax"] > 0 and 0 < profile["outside_loop"]
     assert results["padding_efficiency"]["True"] > results["padding_efficiency"]["False"]
     assert results["memory"]["training"]["peak_mib"] > 0
+
+
+def test_a_before_code_this_clone_lacks_is_a_usage_error(capsys):
+    """--before-code names a commit; one this clone does not have ends the run before it
+    measures anything, naming the flag and the way out."""
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--quick", "--before-code", "no-such-commit", "--output", "-"])
+    assert stop.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: --before-code no-such-commit: not a commit of the clone")
+    assert "--before-code none" in error and len(error.splitlines()) == 1
 
 
 def test_report_renders_the_committed_results_without_measuring(tmp_path, monkeypatch, capsys):

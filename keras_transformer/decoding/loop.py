@@ -48,18 +48,21 @@ def search_ids(
     target_prefix=None,
     static_shapes=False,
     use_cache=True,
+    encoded=None,
 ):
     """The n-best ids [B, K, L] and scores [B, K] of `search` on int32 source ids [B, S]
     (K = search.beam_size), in the caller's graph (the Translator's, or `decoding.run_search`'s
     tf.function). `static_shapes` for XLA; `use_cache=False` recomputes the whole prefix each
     step (the official tutorial's method). Bounds, `min_length` and `target_prefix` as
-    `greedy_search` documents them."""
+    `greedy_search` documents them. `encoded`: `model_step.encode`'s (memory, source mask) of
+    source_ids, where the caller computed them (the Translator, which reuses them for the
+    alignment)."""
     batch = constraints.prepare(
         model, source_ids, max_length, extra_length, min_length, target_prefix
     )
     k = search.beam_size
     if use_cache:
-        memory, source_mask = encode(model, batch.source_ids)
+        memory, source_mask = encoded or encode(model, batch.source_ids)
         fixed = batch.max_length if static_shapes else None
         step, state = model_step_function(model, memory, source_mask, fixed, k)
     else:

@@ -19,10 +19,11 @@ def encode(model, source_ids):
     return memory, source_mask
 
 
-def encoder_decoder_attention(model, source_ids, target_ids):
+def encoder_decoder_attention(model, source_ids, target_ids, encoded=None):
     """The encoder-decoder attention weights (§3.2.3) while the decoder reads `target_ids`
-    (bos, then a translation): one float32 [B, H, T, S] per decoder layer."""
-    memory, source_mask = encode(model, tf.convert_to_tensor(source_ids, tf.int32))
+    (bos, then a translation): one float32 [B, H, T, S] per decoder layer. `encoded`:
+    `encode`'s (memory, source mask) of source_ids where a search already computed them."""
+    memory, source_mask = encoded or encode(model, tf.convert_to_tensor(source_ids, tf.int32))
     target_ids = tf.convert_to_tensor(target_ids, tf.int32)
     _, weights = model.decoder(
         model.embedding(target_ids, mode="target"),
@@ -35,15 +36,16 @@ def encoder_decoder_attention(model, source_ids, target_ids):
     return weights
 
 
-def alignment(model, source_ids, tokens):
+def alignment(model, source_ids, tokens, encoded=None):
     """Where the decoder looked while producing `tokens` [B, L] (a translation of source_ids
     [B, S], 0 after eos): the last decoder layer's encoder-decoder attention averaged over its
     heads while it reads bos + tokens, float32 [B, T, S] with T the longest translation (eos
-    included); rows of real tokens sum to 1, rows after eos and padding columns are 0."""
+    included); rows of real tokens sum to 1, rows after eos and padding columns are 0.
+    `encoded` as `encoder_decoder_attention` takes it."""
     lengths = tf.reduce_sum(tf.cast(tf.not_equal(tokens, PAD_ID), tf.int32), axis=1)
     tokens = tokens[:, : tf.reduce_max(tf.concat([lengths, [0]], 0))]
     target_in = tf.concat([tf.fill([tf.shape(tokens)[0], 1], BOS_ID), tokens[:, :-1]], 1)
-    weights = encoder_decoder_attention(model, source_ids, target_in)[-1]
+    weights = encoder_decoder_attention(model, source_ids, target_in, encoded)[-1]
     real = tf.cast(tf.not_equal(tokens, PAD_ID), tf.float32)[:, :, None]
     return tf.reduce_mean(weights, axis=1) * real
 
