@@ -402,7 +402,16 @@ def export_before(directory, model, tokenizer_path, commit):
     weights = pathlib.Path(directory) / "served.weights.h5"
     model.save_weights(weights)
     before = pathlib.Path(directory) / "before"
-    run_probe("export", config, weights, tokenizer_path, before, env={"PYTHONPATH": ROOT}, cwd=code)
+    try:
+        run_probe(
+            "export", config, weights, tokenizer_path, before, env={"PYTHONPATH": ROOT}, cwd=code
+        )
+    except subprocess.CalledProcessError as error:  # e.g. a config field it does not know
+        last = (error.stderr or "").strip().splitlines()[-1:] or ["no message"]
+        console.fail(
+            f"--before-code {commit[:10]}: that commit's library could not export the served "
+            f"model: {last[0]}; choose a later commit, or --before-code none"
+        )
 
 
 def served_path(directory, steps, size, quick, rounds, before_code=None):

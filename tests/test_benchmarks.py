@@ -96,6 +96,25 @@ def test_a_before_code_this_clone_lacks_is_a_usage_error(capsys):
     assert "--before-code none" in error and len(error.splitlines()) == 1
 
 
+def test_an_export_the_before_code_cannot_make_is_named(tmp_path, capsys):
+    """The library at --before-code's default commit has no relu_dropout: a model that sets it
+    cannot be exported by it, and the run ends naming the commit and the field."""
+    import numpy as np
+
+    import keras_transformer as kt
+
+    config = kt.TransformerConfig.preset("tiny", vocab_size=64, relu_dropout=0.1)
+    model = kt.build_transformer(config)
+    model({"source": np.ones((1, 3), "int32"), "target": np.ones((1, 3), "int32")})
+    with pytest.raises(SystemExit) as stop:
+        bench.export_before(tmp_path, model, tmp_path / "tokenizer.model", bench.BEFORE_CODE)
+    assert stop.value.code == 1
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"error: --before-code {bench.BEFORE_CODE[:10]}: that commit's library")
+    assert "has no config field for {'relu_dropout': 0.1}" in error
+    assert len(error.splitlines()) == 1
+
+
 def test_report_renders_the_committed_results_without_measuring(tmp_path, monkeypatch, capsys):
     """The committed README is what `python -m benchmarks.report` renders from the committed
     results.json (and the earlier run it names, for the before columns)."""
