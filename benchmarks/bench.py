@@ -304,6 +304,8 @@ def saved_model_latency(config, repeats, directory, thread_settings=(0, 1)):
 
 
 # The demo's model (Makefile DEMO_SETTINGS): the small preset narrowed to 2+2 layers of 128.
+# Without its ReLU dropout, which decoding never applies, and which the library at BEFORE_CODE
+# does not know (its export of the served model would refuse the field).
 DEMO_SIZE = ("small", dict(d_model=128, d_ff=512, num_layers=2, dropout=0.0, max_length=128))
 QUICK_SIZE = ("tiny", dict(dropout=0.0, max_length=32))
 COPY_WORDS = "der die das ein kleiner Test ist nicht mehr und heute Haus sehr alt".split()
@@ -386,12 +388,14 @@ def export_before(directory, model, tokenizer_path, commit):
     code = pathlib.Path(directory) / "before-code"
     code.mkdir()
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", commit, "keras_transformer"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as files:
-        files.extractall(code, filter="data")
+        ["git", "-C", str(ROOT), "archive", commit, "keras_transformer"], capture_output=True
+    )
+    if archive.returncode:
+        console.fail(f"--before-code {commit[:10]}: {archive.stderr.decode().strip()}")
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as files:
+        # Python's safe extraction (3.11.4 and later); git's archive of its own tree otherwise.
+        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        files.extractall(code, **safe)
     defaults = {  # the fields a version without them reads as at their default
         field.name: field.default
         for field in dataclasses.fields(kt.TransformerConfig)
@@ -403,7 +407,7 @@ def export_before(directory, model, tokenizer_path, commit):
     model.save_weights(weights)
     before = pathlib.Path(directory) / "before"
     try:
-        run_probe(
+        answer = run_probe(
             "export", config, weights, tokenizer_path, before, env={"PYTHONPATH": ROOT}, cwd=code
         )
     except subprocess.CalledProcessError as error:  # e.g. a config field it does not know
@@ -411,6 +415,12 @@ def export_before(directory, model, tokenizer_path, commit):
         console.fail(
             f"--before-code {commit[:10]}: that commit's library could not export the served "
             f"model: {last[0]}; choose a later commit, or --before-code none"
+        )
+    library = pathlib.Path(answer["library"]).resolve()
+    if library != (code / "keras_transformer").resolve():  # e.g. PYTHONSAFEPATH set
+        console.fail(
+            f"--before-code {commit[:10]}: the export imported {library}, not that "
+            "commit's library; unset PYTHONSAFEPATH, or pass --before-code none"
         )
 
 
@@ -471,7 +481,7 @@ def compare_caches(directory, model, tokenizer_path, sentences, rounds):
     """Beam 4's SavedModel with its self-attention caches growing a position a step (the
     Translator's), preallocated to each batch's bound, or to the model's max_length, timed in
     one fresh process each batch of CACHE_BATCHES (benchmarks.probes export-caches and
-    saved-models): {batch: {cache: {"ms_per_sentence", "same_as_first"}}}."""
+    saved-models): {batch: {cache: {"ms_per_sentence", "same_as_first", "sentences"}}}."""
     model.save(f"{directory}/served.keras")
     exported = run_probe(
         "export-caches", f"{directory}/served.keras", tokenizer_path, f"{directory}/caches"
@@ -551,24 +561,33 @@ def plan(args):
         presets = [("tiny", 8, 16)]
     else:
         presets = [("small", 32, 32), ("base", 8, 32)]
+    parts = [part for part in PARTS if part in (args.parts or PARTS)]
+    bf16 = args.mixed_precision == "bf16"
     return types.SimpleNamespace(
         quick=args.quick,
         repeats=1 if args.quick else args.repeats,
         presets=presets,
         xla={"off": [False], "on": [True], "both": [False, True]}[args.xla or "off"],
-        bf16=args.mixed_precision == "bf16",
+        bf16=bf16,
         vocab=500 if args.quick else 8000,
-        parts=[part for part in PARTS if part in (args.parts or PARTS)],
-        before_code=before_code(args),
+        parts=parts,
+        before_code=before_code(args, bf16) if "exports" in parts else None,
     )
 
 
-def before_code(args):
+def before_code(args, bf16):
     """The full hash of --before-code's commit, or None ('none', or --quick without it); ends
-    with a usage error where this clone has no such commit."""
+    with a usage error where this clone has no such commit, or under bfloat16 (the earlier
+    library's export rebuilds the model in float32: it would not be the same model)."""
     ref = args.before_code or (None if args.quick else BEFORE_CODE)
     if ref in (None, "none"):
         return None
+    if bf16:
+        console.fail(
+            "--before-code exports the model again in float32; with --mixed-precision bf16 "
+            "pass --before-code none",
+            status=2,
+        )
     commit = git_commit(ref)
     if commit is None:
         console.fail(

@@ -281,7 +281,7 @@ STUDY = (
         (*FAST, *PHRASES, "--set", "dropout=0.1"),
         decodings=COMBINED,
     ),
-    # The confirmation: the chosen run with a second seed (weights and data order; the same
+    # The confirmation: stage 2's chosen run with a second seed (weights and data order; the same
     # tokenizer), both seeds scored on test in the chosen decoding.
     Run(
         f"{GROUND}-seed-1",
@@ -295,13 +295,13 @@ STUDY = (
         "fast-smoothing-0", "combined", (*FAST, "--set", "label_smoothing=0.0"), decodings=COMBINED
     ),
     Run("fast-layers-3", "combined", (*FAST, "--set", "num_layers=3"), decodings=COMBINED),
-    # Stage 3 (issue 39): subword regularisation on the chosen ground, BPE-dropout at Provilkov
+    # Stage 3 (issue 39): subword regularisation on stage 2's ground, BPE-dropout at Provilkov
     # et al.'s 0.1 with two seeds, and a lighter 0.05; each to compare with fast-phrases-x10 and
     # its seed-1 twin.
     on_chosen("sampling-0.1", "subword sampling", "--subword-sampling", "0.1"),
     on_chosen("sampling-0.1-seed-1", "subword sampling", "--subword-sampling", "0.1", seed=1),
     on_chosen("sampling-0.05", "subword sampling", "--subword-sampling", "0.05"),
-    # Stage 3, the low-resource levers (Araabi & Monz 2020) on the chosen ground, one at a time:
+    # Stage 3, the low-resource levers (Araabi & Monz 2020) on stage 2's ground, one at a time:
     # depth first (3+3 layers beat 2+2 on the sentences alone, fast-layers-3).
     on_chosen("layers-3", "depth", "--set", "num_layers=3"),
     # The chosen run again, on the day of stage 3: the machine's matmul rate moves between days
@@ -331,11 +331,18 @@ STUDY = (
         seed=1,
         test=CHOSEN_DECODING,
     ),
-    # Width and vocabulary size, once more on the chosen ground (stage 1 chose both on the
+    # Width and vocabulary size, once more on stage 2's ground (stage 1 chose both on the
     # sentences alone, where steps were scarcer).
     on_chosen("d192", "width", "--set", "d_model=192", "--set", "d_ff=768"),
     on_chosen("vocab-8k", "vocabulary size", "--vocab-size", "8000"),
-    # Where the curve goes (issue 39): the chosen settings for 60 minutes, every checkpoint kept
+    # On stage 3's choice (ReLU dropout 0.1): a stronger dose of it, and label smoothing 0.2.
+    on_chosen("relu-dropout-0.2", "ReLU dropout", "--set", "relu_dropout=0.2"),
+    on_chosen(
+        "relu-dropout-0.1-smoothing-0.2",
+        "label smoothing",
+        *("--set", "relu_dropout=0.1", "--set", "label_smoothing=0.2"),
+    ),
+    # Where the curve goes (issue 39): stage 2's settings for 60 minutes, every checkpoint kept
     # so that the same run also gives the 14- and 30-minute points (the weights at a step do not
     # depend on the budget: the schedule and the data order depend on the step and the seed).
     Run(

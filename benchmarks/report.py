@@ -97,7 +97,8 @@ CACHES = """\
 
 The served model's beam-4 SavedModel exported three ways (`benchmarks.probes export-caches`):
 its self-attention caches growing a position a step and the batch shrinking as sentences end
-(the Translator's), or preallocated to each batch's bound (source length + 50) or to the
+(the Translator's), or preallocated to each batch's bound (source length + 50, at most
+max_length) or to the
 model's max_length, written in place by a scatter, every sentence computed until the batch
 ends (as under XLA, but run without it). The three in turn in one fresh process per batch size
 (default setting), the best of each one's rounds: ms per sentence, over the growing cache's, and

@@ -281,6 +281,17 @@ FLAGS = {
 }
 
 
+def same_tokenizer(field, recorded, given):
+    """Whether a resume's --tokenizer names the recorded tokenizer's file by another path (an
+    absolute path for a relative one, or from another working directory)."""
+    if field != "vocabulary.tokenizer" or not (recorded and given):
+        return False
+    try:
+        return os.path.samefile(recorded, given)
+    except OSError:  # either is missing: they differ
+        return False
+
+
 def flag_of(field):
     top = field.split(".")[0]
     if field in FLAGS or top != "config" and top in FLAGS:
@@ -333,6 +344,7 @@ class RunState:
         found = [
             f"{flag_of(field)}: {old!r} in the run, {new!r} now"
             for field, old, new in differences(self.recorded, settings)
+            if not same_tokenizer(field, old, new)
         ]
         if found:
             vocabulary = any(line.startswith("--vocab-size") for line in found)

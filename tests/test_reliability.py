@@ -81,6 +81,23 @@ def test_a_copied_run_directory_names_its_own_files(trained, tmp_path, capsys):
     assert f"model {run / 'model.keras'} (" in said and f"export {run / 'export' / '1'};" in said
 
 
+def test_a_resume_knows_its_tokenizer_by_another_path(tmp_path, monkeypatch):
+    """A run recorded --tokenizer's absolute path; resumed from its parent folder with a relative
+    path to the same file (as the quality study's score-only child is), it is the same
+    vocabulary. Another file is still a vocabulary mismatch naming the flags."""
+    from common.checkpoints import RunError
+    from common.run_dir import RunDirectory, RunState
+
+    for name in ("tokenizer.model", "other.model"):
+        (tmp_path / name).write_bytes(b"pieces")
+    recorded = {"vocabulary": {"tokenizer": str(tmp_path / "tokenizer.model")}}
+    state = RunState(RunDirectory(tmp_path / "run"), recorded, 0, None)
+    monkeypatch.chdir(tmp_path)
+    state.check({"vocabulary": {"tokenizer": "tokenizer.model"}}, 1, "--steps 1")
+    with pytest.raises(RunError, match="vocabulary mismatch: .*--vocab-size/--tokenizer/"):
+        state.check({"vocabulary": {"tokenizer": "other.model"}}, 1, "--steps 1")
+
+
 def test_a_cut_checkpoint_is_named_by_averaging_training_and_export(trained, tmp_path, capsys):
     run_flags, run = copy_of(trained, tmp_path)
     last = run / "checkpoints" / "step-0000004.weights.npz"
