@@ -94,6 +94,17 @@ def test_a_before_code_this_clone_lacks_is_a_usage_error(capsys):
     error = capsys.readouterr().err.strip()
     assert error.startswith("error: --before-code no-such-commit: not a commit of the clone")
     assert "--before-code none" in error and len(error.splitlines()) == 1
+    # Under bfloat16 the earlier library's float32 export would not be the same model.
+    with pytest.raises(SystemExit) as stop:
+        bench.main(
+            ["--quick", "--before-code", "HEAD", "--mixed-precision", "bf16", "--output", "-"]
+        )
+    assert stop.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert error == (
+        "error: --before-code exports the model again in float32; with --mixed-precision bf16 "
+        "pass --before-code none"
+    )
 
 
 def test_an_export_the_before_code_cannot_make_is_named(tmp_path, capsys):
