@@ -32,14 +32,14 @@ data: $(INSTALLED)
 # The README's main job: fetch the Ding corpus, train on the CPU for DEMO_MINUTES with the settings
 # the quality study chose on validation (benchmarks/QUALITY.md: the small preset narrowed to
 # d_model 128, d_ff 512 and 2+2 layers, no residual dropout but dropout 0.1 on the feed-forward
-# network's hidden ReLU, a 4000-piece vocabulary, Ding's word and phrase
+# network's hidden ReLU, an 8000-piece vocabulary, Ding's word and phrase
 # pairs with the sentence pairs 10 times; the average of the last 20 checkpoints, 25 steps apart,
 # beam 4, alpha 0.6; the time budget alone ends training; tests/test_quality.py checks that these
 # are the study's), print its test BLEU and chrF, export it and translate a few German sentences.
 DEMO_DIR ?= runs/demo
 DEMO_EXPORT ?= exports/transformer
 DEMO_MINUTES ?= 14
-DEMO_SETTINGS ?= --preset small --set d_model=128 --set d_ff=512 --set num_layers=2 --set dropout=0.0 --set relu_dropout=0.1 --vocab-size 4000 --phrases --sentence-repeats 10 --steps 100000 --steps-per-epoch 200 --bleu-sentences 200 --checkpoint-every 25 --keep-checkpoints 20 --beam-size 4 --alpha 0.6
+DEMO_SETTINGS ?= --preset small --set d_model=128 --set d_ff=512 --set num_layers=2 --set dropout=0.0 --set relu_dropout=0.1 --vocab-size 8000 --phrases --sentence-repeats 10 --steps 100000 --steps-per-epoch 200 --bleu-sentences 200 --checkpoint-every 25 --keep-checkpoints 20 --beam-size 4 --alpha 0.6
 DEMO_ARGS ?=
 
 demo: $(INSTALLED)
@@ -58,8 +58,9 @@ bench: $(INSTALLED)
 
 # What an offline GPU machine with JAX and no TensorFlow needs for `python -m benchmarks.gpu`
 # (docs/backends-and-gpus.md), in one folder to copy beside the repository (under 60 MiB): Ding binarized
-# with the demo's vocabulary (4000 pieces, the phrase mixture) and the wheels of Keras, KerasHub
-# and the two pure-Python or binary needs such an image lacks, for Python 3.12 on x86-64.
+# with a 4000-piece vocabulary (the demo's until 2026-11-26, as benchmarks/GPU.md measured it; the
+# phrase mixture) and the wheels of Keras, KerasHub and the two pure-Python or binary needs such an
+# image lacks, for Python 3.12 on x86-64.
 GPU_BUNDLE ?= build/gpu-bundle
 GPU_PYTHON ?= 3.12
 GPU_PLATFORMS := $(foreach n,manylinux_2_28 manylinux_2_27 manylinux_2_17 manylinux2014,--platform $(n)_x86_64)
