@@ -375,11 +375,11 @@ STUDY = (
         curve=(14, 30),
         curve_decodings=((4, 0.6, 20, 1), *LONGER),
     ),
-    # The curve once more with stage 3's choice: ReLU dropout regularises, so a longer budget may
-    # now buy what it did not above. Scored in the chosen decoding and alpha 1.2, the decoding
-    # stage 3 left to confirm.
+    # The curve once more with stage 3's first choice (4000 pieces): ReLU dropout regularises, so
+    # a longer budget may now buy what it did not above. Scored in the chosen decoding and alpha
+    # 1.2, the decoding stage 3 left to confirm.
     Run(
-        f"{CHOSEN_RUN}-60-minutes",
+        f"{GROUND}-relu-dropout-0.1-60-minutes",
         "time budget",
         (*FAST, *PHRASES, "--set", "relu_dropout=0.1"),
         decodings=(CHOSEN_DECODING, (4, 1.2, 20, 1)),
