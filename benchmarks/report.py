@@ -23,7 +23,7 @@ cache (full recomputation each step, the method of the official TensorFlow tutor
 figures are in `results.json`. On a GPU, `python -m benchmarks.gpu` writes `GPU.md` (JAX,
 bfloat16, the base and big presets at 25000 tokens a step, the demo from binarized data).
 
-`python -m benchmarks.bench {arguments}` on {machine}, {date}. TensorFlow {tensorflow}, Keras
+`{command}` on {machine}, {date}. TensorFlow {tensorflow}, Keras
 {keras}, keras-hub {keras_hub}. Medians of {repeats} repetitions after warm-up, the models
 compared timed in turn within each repetition. Keras dtype policy {policy}. Matmul rate of this
 machine ({matmul_dtype}, TensorFlow, best square size): {gflops:.1f} GFLOP/s.
@@ -75,8 +75,8 @@ tokenizes, detokenizes and computes the alignment. Threads within an op: TensorF
 """
 
 SERVED_PATH = """\
-## Served path: the SavedModel against CTranslate2 (a model of the demo's size trained
-{served_steps} steps on {served_data}; the tiny preset with --quick)
+## Served path: the SavedModel against CTranslate2 (a model of the demo's shape and vocabulary
+trained {served_steps} steps on {served_data}; the tiny preset with --quick)
 
 The {served_sentences} test sentences translated by the exported SavedModel's
 `serving_default` (beam 4 or greedy search, alpha 0.6), as TensorFlow Serving runs it (no XLA),
@@ -187,7 +187,8 @@ def render(results, before=None):
 
 def intro(results):
     gflops = results["matmul_flops"] / 1e9
-    return fill(INTRO, **results, **results["versions"], gflops=gflops)
+    command = f"python -m benchmarks.bench {results['arguments']}".rstrip()
+    return fill(INTRO, **results, **results["versions"], gflops=gflops, command=command)
 
 
 def before_note(results, before, key):

@@ -27,7 +27,7 @@ def assert_report(text):
     for heading in HEADINGS:
         assert heading in text
     for line in text.splitlines():
-        if line.startswith("## "):
+        if line.startswith(("## ", "### ")):
             assert line.endswith(")"), line
         elif line and not line.startswith(("# ", "|")):
             assert line.endswith("."), line
@@ -128,30 +128,17 @@ def test_an_export_the_before_code_cannot_make_is_named(tmp_path, capsys):
     assert len(error.splitlines()) == 1
 
 
-def test_report_renders_the_committed_results_without_measuring(tmp_path, monkeypatch, capsys):
+def test_report_renders_the_committed_results_without_measuring(tmp_path, capsys):
     """The committed README is what `python -m benchmarks.report` renders from the committed
-    results.json (and the earlier run it names, for the before columns)."""
-    monkeypatch.chdir(ROOT)  # results.json names its --before file from the repository root
+    results.json; its served path (issue 40) has batches 64, 8 and 1, the code before issue 40
+    ("SavedModel before") and after in one run under every TensorFlow setting, the caches
+    compared and both profiles."""
     output = tmp_path / "README.md"
-    report.main(["--results", "benchmarks/results.json", "--output", str(output)])
+    report.main(["--results", str(ROOT / "benchmarks/results.json"), "--output", str(output)])
     text = output.read_text(encoding="utf-8")
     assert text == (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
     assert_report(text)
-    assert "| before: ms/sentence | speed-up |" in text
-    capsys.readouterr()
-    report.main(["--results", "benchmarks/results.json", "--output", "-"])
-    assert capsys.readouterr().out == text
-
-
-def test_served_report_renders_its_results_with_the_batches_measured(tmp_path, monkeypatch):
-    """SERVED.md (`bench --parts exports`, issue 40) is its SERVED.json rendered: batches 64, 8
-    and 1, the code before issue 40 ("SavedModel before") and after in one run under every
-    TensorFlow setting, the caches compared, both profiles."""
-    monkeypatch.chdir(ROOT)
-    output = tmp_path / "SERVED.md"
-    report.main(["--results", "benchmarks/SERVED.json", "--output", str(output)])
-    text = output.read_text(encoding="utf-8")
-    assert text == (ROOT / "benchmarks" / "SERVED.md").read_text(encoding="utf-8")
+    assert "`python -m benchmarks.bench` on " in text  # make bench's command, all parts
     header = next(line for line in text.splitlines() if "| engine | TensorFlow |" in line)
     assert "| batch 64 ms/sentence | batch 8 ms/sentence | batch 1 ms/sentence |" in header
     for setting in bench.TF_SETTINGS:
@@ -159,6 +146,24 @@ def test_served_report_renders_its_results_with_the_batches_measured(tmp_path, m
     assert f"exported by the library at commit {bench.BEFORE_CODE[:10]} (" in text
     assert "| preallocated-bound |" in text and "### Growing or preallocated caches" in text
     assert "(beam 4, batch 64)" in text and "(beam 4, batch 1)" in text
+    capsys.readouterr()
+    report.main(["--results", str(ROOT / "benchmarks/results.json"), "--output", "-"])
+    assert capsys.readouterr().out == text
+
+
+def test_report_adds_an_earlier_runs_figures(tmp_path, monkeypatch):
+    """`--before RESULTS.json` (an earlier run, here the 2026-11-24 one kept for this) gives the
+    decoding, SavedModel and served-path rows that run's figures and the speed-up over them."""
+    monkeypatch.chdir(ROOT)
+    output = tmp_path / "README.md"
+    earlier = "benchmarks/before-served-path.json"
+    report.main(
+        ["--results", "benchmarks/results.json", "--before", earlier, "--output", str(output)]
+    )
+    text = output.read_text(encoding="utf-8")
+    assert_report(text)
+    assert "| before: ms/sentence | speed-up |" in text
+    assert f"Before: the same rows in `{earlier}` (run 2026-11-24," in text
 
 
 def test_training_benchmark_runs_with_xla_and_bfloat16():
@@ -198,3 +203,23 @@ def test_benchmark_parts_are_checked(capsys):
         bench.main(["--parts", "speed", "--output", "-"])
     assert exit_info.value.code == 2
     assert "--parts: invalid choice: 'speed'" in capsys.readouterr().err
+
+
+def test_the_served_model_is_the_demos():
+    """The served path times a model of the demo's shape and vocabulary (the Makefile's
+    DEMO_SETTINGS): CTranslate2's step and ours scale differently with both, so a served path
+    timed on another model would not say what `make demo` serves."""
+    import re
+    import shlex
+
+    from training import train
+    from training.plan import parse_overrides
+
+    makefile = (ROOT / "Makefile").read_text()
+    demo = shlex.split(re.search(r"^DEMO_SETTINGS \?= (.*)$", makefile, re.M).group(1))
+    args = train.build_parser().parse_args([*demo, "--run-dir", "run"])
+    overrides = parse_overrides(args.overrides)
+    preset, size = bench.DEMO_SIZE
+    assert (args.preset, args.vocab_size) == (preset, bench.DEMO_VOCABULARY)
+    shape = ("d_model", "d_ff", "num_layers", "dropout")
+    assert {name: size[name] for name in shape} == {name: overrides[name] for name in shape}

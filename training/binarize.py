@@ -89,7 +89,7 @@ def tokenizer_for(args, dataset, path):
         path.write_bytes(args.tokenizer.read_bytes())
         return kt.SubwordTokenizer.load(path)
     vocab_size = args.vocab_size or flags.DEFAULT_VOCAB_SIZE
-    print(f"training a {vocab_size}-piece vocabulary on the training split of {dataset.spec}")
+    print(f"training a vocabulary of {vocab_size} pieces on the training split of {dataset.spec}")
     tokenizer = train_tokenizer(dataset, vocab_size, path)
     if tokenizer.vocab_size != vocab_size:
         print(f"the vocabulary has {tokenizer.vocab_size} pieces ({vocab_size} were asked for)")

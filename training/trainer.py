@@ -207,9 +207,9 @@ class Trainer:
                 )
         if data.vocab_size and data.vocab_size != binarized.vocab_size:
             raise RunError(
-                f"--vocab-size {data.vocab_size}: --dataset {data.dataset} holds ids of "
-                f"a {binarized.vocab_size}-piece vocabulary; leave --vocab-size out, or binarize "
-                "again with it"
+                f"--vocab-size {data.vocab_size}: --dataset {data.dataset} holds ids of a "
+                f"vocabulary of {binarized.vocab_size} pieces; leave --vocab-size out, or "
+                "binarize again with it"
             )
 
     def vocab_size(self):
@@ -304,8 +304,8 @@ class Trainer:
             return self.load_tokenizer_file(self.plan.data.tokenizer or self.model_tokenizer())
         model_type = self.plan.data.subword_model
         log(
-            f"training a {self.config.vocab_size}-piece vocabulary ({model_type}) on the training "
-            f"split of {self.dataset.spec}"
+            f"training a vocabulary of {self.config.vocab_size} pieces ({model_type}) on the "
+            f"training split of {self.dataset.spec}"
         )
         self.tokenizer_file = self.scratch / self.directory.tokenizer.name
         try:
