@@ -1,3 +1,4 @@
+import fcntl
 import os
 import pathlib
 import subprocess
@@ -127,22 +128,47 @@ def number_pairs(n, seed):
 
 
 @pytest.fixture(scope="session")
-def number_translator(tmp_path_factory):
-    """A tiny model trained (1000 steps, ~35 s on 2 cores) until it translates the task exactly,
-    with its tokenizer and 20 held-out pairs."""
+def number_translator(tmp_path_factory, worker_id):
+    """A tiny model trained (1000 steps) until it translates the task exactly, with its
+    tokenizer and 20 held-out pairs. Trained once a run: the first pytest worker to need it
+    saves it in the run's directory, above each worker's own, where the others load it."""
+    import keras_transformer as kt
+
+    shared = tmp_path_factory.getbasetemp()
+    if worker_id != "master":  # pytest-xdist: one run's directory holds every worker's
+        shared = shared.parent
+    directory = shared / "number-translator"
+    with open(shared / "number-translator.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (directory / "model.keras").is_file():
+            train_number_translator(directory)
+    model = keras.saving.load_model(directory / "model.keras")
+    tokenizer = kt.SubwordTokenizer.load(directory / "tokenizer.model")
+    held_out = [pair for pair in number_pairs(40, seed=99) if pair not in NUMBER_TRAINING][:20]
+    return model, tokenizer, held_out
+
+
+NUMBER_TRAINING = number_pairs(4000, seed=0)
+
+
+def train_number_translator(directory):
+    """`number_translator`'s model and tokenizer, trained and saved in `directory` (the model
+    last, under its final name only once it is whole)."""
     import keras_transformer as kt
     from keras_transformer.data import Corpus, make_batches
 
     keras.utils.set_random_seed(0)
-    train = number_pairs(4000, seed=0)
-    path = tmp_path_factory.mktemp("numbers") / "tokenizer.model"
-    tokenizer = kt.SubwordTokenizer.train([side for pair in train for side in pair], 400, path)
+    directory.mkdir(exist_ok=True)
+    texts = [side for pair in NUMBER_TRAINING for side in pair]
+    tokenizer = kt.SubwordTokenizer.train(texts, 400, directory / "tokenizer.model")
     config = kt.TransformerConfig.preset(
         "tiny", vocab_size=tokenizer.vocab_size, dropout=0.0, warmup_steps=100, max_length=32
     )
     model = kt.build_transformer(config)
     model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
-    batches = make_batches(Corpus(train).dataset(), tokenizer, 512, 16, repeat=True, seed=0)
+    batches = make_batches(
+        Corpus(NUMBER_TRAINING).dataset(), tokenizer, 512, 16, repeat=True, seed=0
+    )
     model.fit(batches, steps_per_epoch=100, epochs=10, shuffle=False, verbose=0)
-    held_out = [pair for pair in number_pairs(40, seed=99) if pair not in train][:20]
-    return model, tokenizer, held_out
+    model.save(directory / "partial.keras")
+    (directory / "partial.keras").rename(directory / "model.keras")
