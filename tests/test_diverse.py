@@ -14,6 +14,7 @@ from test_export import OP_SCRIPT, run_python
 import keras_transformer as kt
 from common.versions import read_search_settings
 from keras_transformer.decoding import decode
+from keras_transformer.decoding.constraints import prepare
 
 
 def test_one_group_is_beam_search_exactly(number_translator):
@@ -58,7 +59,10 @@ def test_sentences_leave_the_batch_without_changing_the_groups_results():
 
 def test_nbest_are_valid_and_scored_as_forced_decoding_scores_them(number_translator):
     """Two groups without a penalty are the same beam search twice; with a strong one the
-    second group finds other hypotheses, and each scores log P / lp as kt.score has it."""
+    second group finds other hypotheses, and each scores log P / lp as kt.score has it. A
+    hypothesis ends in eos or, cut by the search, at its sentence's length bound without one
+    (the strong penalty can push a group onto hypotheses that never end); kt.score scores
+    either as the search does, with lp counting the tokens it has."""
     model, tokenizer, pairs = number_translator
     source = source_batch(tokenizer, [de for de, _ in pairs[:3]])
     twice, _ = kt.run_search(model, source, kt.DiverseBeam(4, 2, 0.0, alpha=0.6))
@@ -66,10 +70,12 @@ def test_nbest_are_valid_and_scored_as_forced_decoding_scores_them(number_transl
     ids, scores = kt.run_search(model, source, kt.DiverseBeam(4, 2, 10.0, alpha=0.6))
     ids, scores = ids.numpy(), scores.numpy()
     assert np.all(np.diff(scores, axis=1) <= 1e-6)  # best first
+    limits = prepare(model, source, None, extra_length=50).limits.numpy()  # run_search's
     hypotheses = ids.reshape(12, -1)
-    for hypothesis in hypotheses:  # eos once, last; no pad or bos before it
-        tokens = strip(hypothesis)
-        assert tokens[-1] == 3 and 0 not in tokens and 2 not in tokens[:-1]
+    for hypothesis, limit in zip(hypotheses, np.repeat(limits, 4)):
+        tokens = strip(hypothesis)  # no pad or bos; eos at most once, last, or cut at the bound
+        assert 0 not in tokens and 2 not in tokens and 3 not in tokens[:-1]
+        assert tokens[-1] == 3 or len(tokens) == limit, (tokens, limit)
     _, _, normalized = kt.score(model, np.repeat(source, 4, axis=0), hypotheses, 0.6)
     np.testing.assert_allclose(normalized.numpy(), scores.reshape(-1), atol=1e-4)
     assert [len({tuple(strip(h)) for h in row}) for row in ids] == [4, 4, 4]
