@@ -74,6 +74,7 @@ def test_nbest_are_valid_and_scored_as_forced_decoding_scores_them(number_transl
     hypotheses = ids.reshape(12, -1)
     for hypothesis, limit in zip(hypotheses, np.repeat(limits, 4)):
         tokens = strip(hypothesis)  # no pad or bos; eos at most once, last, or cut at the bound
+        assert list(hypothesis[: len(tokens)]) == tokens and not hypothesis[len(tokens) :].any()
         assert 0 not in tokens and 2 not in tokens and 3 not in tokens[:-1]
         assert tokens[-1] == 3 or len(tokens) == limit, (tokens, limit)
     _, _, normalized = kt.score(model, np.repeat(source, 4, axis=0), hypotheses, 0.6)
