@@ -54,6 +54,13 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
         KerasHub-layers peer trained by `fit` on one random batch under the dtype POLICY,
         STEPS steps per execution (one host sync per repeat: the device's own pace); needs
         no TensorFlow under JAX
+    loss-step CONFIG_JSON BATCH LENGTH REPEATS
+        {"ms": {way: median ms}, "speedup": differentiated / library, "last_loss": {way: the
+        loss of the last step}}: a training step (train_on_batch, TensorFlow without XLA) of two
+        models of CONFIG_JSON with the same initial weights, in turn, REPEATS times after 3
+        warm-up steps: "library" (kt.LabelSmoothedCrossEntropy, whose gradient
+        under TensorFlow is written out, and kt.MaskedAccuracy) and "differentiated" (the
+        loss's formula differentiated by TensorFlow and an argmax accuracy: the code before)
     loss-share CONFIG_JSON BATCH LENGTH REPEATS POLICY
         {"device": ..., "ms": {loss: median ms}, "share": {loss: its share of the step}} of a
         jitted jax.value_and_grad training step (KERAS_BACKEND=jax; forward and backward, no
@@ -167,6 +174,56 @@ def loss_share(config_json, batch, length, repeats, policy):
         "ms": ms,
         "share": {name: 1 - ms["mean of logits"] / ms[name] for name in ("dense", "library")},
     }
+
+
+def loss_step(config_json, batch, length, repeats):
+    import keras
+    import numpy as np
+    from keras import ops
+
+    import keras_transformer as kt
+    from keras_transformer import losses
+    from keras_transformer.ids import PAD_ID
+
+    if keras.backend.backend() != "tensorflow":
+        raise SystemExit(f"loss-step runs under TensorFlow, not {keras.backend.backend()}")
+    config = kt.TransformerConfig.from_dict(json.loads(config_json))
+    inputs, labels = training_batch(config, int(batch), int(length))
+
+    class Differentiated(kt.LabelSmoothedCrossEntropy):
+        def token_losses(self, y_true, y_pred):
+            labels = ops.cast(y_true, "int32")
+            logits = ops.cast(y_pred, "float32")
+            token_losses = losses._reduced_token_losses(labels, logits, self.label_smoothing)
+            return token_losses, ops.not_equal(labels, PAD_ID)
+
+    def argmax_accuracy(y_true, y_pred):
+        real = ops.not_equal(y_true, PAD_ID)
+        right = ops.logical_and(real, ops.equal(ops.argmax(y_pred, axis=-1), y_true))
+        return ops.sum(ops.cast(right, "float32")) / ops.sum(ops.cast(real, "float32"))
+
+    ways = {
+        "library": (kt.LabelSmoothedCrossEntropy, kt.MaskedAccuracy()),
+        "differentiated": (Differentiated, argmax_accuracy),
+    }
+    models = {}
+    for name, (loss, accuracy) in ways.items():
+        models[name] = kt.build_transformer(config)
+        models[name].compile(
+            optimizer=kt.create_optimizer(config),
+            loss=loss(config.label_smoothing),
+            metrics=[accuracy],
+        )
+    models["differentiated"].set_weights(models["library"].get_weights())
+    times, last_loss = {name: [] for name in models}, {}
+    for repeat in range(3 + int(repeats)):
+        for name, model in models.items():
+            start = time.perf_counter()
+            last_loss[name] = float(model.train_on_batch(inputs, labels, return_dict=True)["loss"])
+            if repeat >= 3:
+                times[name].append(1000 * (time.perf_counter() - start))
+    ms = {name: float(np.median(values)) for name, values in times.items()}
+    return {"ms": ms, "speedup": ms["differentiated"] / ms["library"], "last_loss": last_loss}
 
 
 def model_throughput(config_json, batch, length, steps, repeats, which, policy):
@@ -532,6 +589,7 @@ PROBES = {
     "export": export,
     "export-caches": export_caches,
     "loss-share": loss_share,
+    "loss-step": loss_step,
     "model-throughput": model_throughput,
     "peak-memory": peak_memory,
     "saved-model": saved_model,
@@ -542,4 +600,7 @@ PROBES = {
 }
 
 if __name__ == "__main__":
+    from common import console
+
+    console.start()  # as the programs, and bench.py's probes, run: the pooled host allocator
     print(json.dumps(PROBES[sys.argv[1]](*sys.argv[2:])))

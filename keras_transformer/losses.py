@@ -56,21 +56,18 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     def token_losses(self, y_true, y_pred):
         """(-sum_k q_k log p_k for every position [B, T], real-token mask [B, T]), in float32.
 
-        Since q sums to 1 and log p = z - logsumexp(z) for logits z, the loss is
-        logsumexp(z) - sum_k q_k z_k: reductions over the vocabulary alone (gradient
-        softmax(z) - q). Under XLA q and q * z fuse into the reduction, so no [B, T, V] tensor but
-        the logits' gradient is written. Without XLA (TensorFlow's default) it runs as fast as
-        log_softmax against q, while taking z_y by take_along_axis (faster under XLA) is slower
-        there, its gradient a scatter into [B, T, V] (the figures: docs/design-choices.md).
+        Its gradient is softmax(z) - q. Under JAX it is computed as logsumexp(z) - sum_k q_k z_k:
+        reductions over the vocabulary alone, which XLA fuses with q and q * z, so that no
+        [B, T, V] tensor but the logits' gradient is written. TensorFlow runs each op over
+        [B, T, V] on its own, so there `_tensorflow_token_losses` writes the gradient out instead
+        of differentiating the formula (the figures: docs/design-choices.md).
         """
         labels = ops.cast(y_true, "int32")
         logits = ops.cast(y_pred, "float32")
-        vocab_size = y_pred.shape[-1]
-        smoothed = (
-            ops.one_hot(labels, vocab_size) * (1.0 - self.label_smoothing)
-            + self.label_smoothing / vocab_size
-        )
-        losses = ops.logsumexp(logits, axis=-1) - ops.sum(smoothed * logits, axis=-1)
+        if keras.backend.backend() == "tensorflow":
+            losses = _tensorflow_token_losses(labels, logits, self.label_smoothing)
+        else:
+            losses = _reduced_token_losses(labels, logits, self.label_smoothing)
         return losses, ops.not_equal(labels, PAD_ID)
 
     def get_config(self):
@@ -81,12 +78,54 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         }
 
 
+def _reduced_token_losses(labels, logits, label_smoothing):
+    """-sum_k q_k log p_k = logsumexp(z) - sum_k q_k z_k per position, for autodiff."""
+    vocab_size = logits.shape[-1]
+    smoothed = (
+        ops.one_hot(labels, vocab_size) * (1.0 - label_smoothing) + label_smoothing / vocab_size
+    )
+    return ops.logsumexp(logits, axis=-1) - ops.sum(smoothed * logits, axis=-1)
+
+
+def _tensorflow_token_losses(labels, logits, label_smoothing):
+    """-sum_k q_k log p_k = -(1 - eps) log p_y - eps * mean_k log p_k per position, with the
+    gradient softmax(z) - q written out from the saved log p: one log-softmax forward, and
+    backward exp, q, a difference and the upstream scaling, fewer ops over [B, T, V] than
+    TensorFlow's autodiff of `_reduced_token_losses` runs."""
+    import tensorflow as tf
+
+    vocab_size, eps = logits.shape[-1], label_smoothing
+
+    @tf.custom_gradient
+    def losses(logits):
+        log_probs = tf.nn.log_softmax(logits)
+        label_log_probs = tf.gather(log_probs, labels, batch_dims=len(labels.shape))
+        mean_log_probs = tf.reduce_mean(log_probs, axis=-1)
+
+        def gradient(upstream):
+            smoothed = tf.one_hot(
+                labels,
+                vocab_size,
+                on_value=1.0 - eps + eps / vocab_size,
+                off_value=eps / vocab_size,
+            )
+            return (tf.exp(log_probs) - smoothed) * upstream[..., None]
+
+        return -(1.0 - eps) * label_log_probs - eps * mean_log_probs, gradient
+
+    return losses(logits)
+
+
 def _correct_and_real(y_true, y_pred):
-    """Counts of correctly predicted non-padding tokens and of non-padding tokens."""
+    """Counts of correctly predicted non-padding tokens and of non-padding tokens.
+
+    A token is right when its label's logit is the largest (a tie for the largest counts as
+    right): a max over the vocabulary, where an argmax is several passes over [B, T, V] in
+    Keras's TensorFlow backend (its -0.0 fix) and a slow reduction in TensorFlow itself."""
     labels = ops.cast(y_true, "int32")
     real = ops.not_equal(labels, PAD_ID)
-    predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
-    correct = ops.logical_and(real, ops.equal(predicted, labels))
+    label_logits = ops.take_along_axis(y_pred, labels[..., None], axis=-1)[..., 0]
+    correct = ops.logical_and(real, label_logits >= ops.max(y_pred, axis=-1))
     return ops.sum(ops.cast(correct, "float32")), ops.sum(ops.cast(real, "float32"))
 
 

@@ -179,6 +179,20 @@ def test_training_benchmark_runs_with_xla_and_bfloat16():
     assert all(row["tokens_per_second"] > 0 for row in rows.values())
 
 
+def test_the_loss_step_probe_trains_the_same_both_ways():
+    """The TensorFlow loss whose gradient is written out, and the token accuracy by a max, train
+    as the formula differentiated by TensorFlow with an argmax accuracy does (the probe's two
+    ways start from the same weights)."""
+    import keras_transformer as kt
+    from benchmarks import probes
+
+    config = kt.TransformerConfig.preset("tiny", vocab_size=300, dropout=0.0)
+    answer = probes.loss_step(json.dumps(config.to_dict()), 6, 7, 4)
+    assert set(answer["ms"]) == {"library", "differentiated"}
+    first, second = answer["last_loss"].values()
+    assert first == pytest.approx(second, rel=1e-4)
+
+
 def test_a_decoding_step_builds_what_its_layers_share_once():
     """In the exported graph's loop, each decoder layer appends its keys and values to its
     growing cache (one concat each), and what the layers share (positions, causal mask: their

@@ -127,21 +127,29 @@ def test_loss_is_the_smoothed_cross_entropy_at_large_logits(eps):
     assert float(weighted) == pytest.approx((weights * expected)[real].sum(), rel=1e-6)
 
 
-def test_loss_gradient_is_softmax_minus_smoothed_target():
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_loss_gradient_is_softmax_minus_smoothed_target(jit_compile):
+    """Under TensorFlow the gradient is written out, not differentiated: with and without XLA
+    (the training program's --jit-compile)."""
     import tensorflow as tf
 
     logits, labels = large_logits_and_padded_labels()
     weights = np.random.default_rng(5).uniform(0.1, 1.0, labels.shape).astype("float32")
-    logits = tf.constant(logits)
-    with tf.GradientTape() as tape:
-        tape.watch(logits)
-        loss = kt.LabelSmoothedCrossEntropy(0.1, token_weights=True)(labels, logits, weights)
-    z = logits.numpy().astype("float64")
+    loss = kt.LabelSmoothedCrossEntropy(0.1, token_weights=True)
+
+    @tf.function(jit_compile=jit_compile)
+    def gradient(logits):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            value = loss(labels, logits, weights)
+        return tape.gradient(value, logits)
+
+    z = logits.astype("float64")
     softmax = np.exp(z - z.max(-1, keepdims=True))
     softmax /= softmax.sum(-1, keepdims=True)
     _, q = smoothed_cross_entropy(labels, z, 0.1)
     expected = np.where((labels != 0)[..., None], weights[..., None] * (softmax - q), 0.0)
-    np.testing.assert_allclose(tape.gradient(loss, logits), expected, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(gradient(tf.constant(logits)), expected, rtol=0, atol=1e-6)
 
 
 def test_masked_accuracy_ignores_padding():
@@ -150,6 +158,16 @@ def test_masked_accuracy_ignores_padding():
     logits[0, 0, 1] = logits[0, 1, 0] = 1.0  # right, wrong; padding predicts anything
     logits[0, 2:, 0] = 1.0
     assert float(kt.masked_accuracy(labels, logits)) == pytest.approx(0.5)
+
+
+def test_masked_accuracy_is_the_argmax_hitting_the_label():
+    logits, labels = large_logits_and_padded_labels()
+    predicted = logits.argmax(-1)
+    labels[:, ::2] = np.where(labels[:, ::2] != 0, predicted[:, ::2], 0)  # some right
+    real = labels != 0
+    expected = (predicted == labels)[real].mean()
+    assert 0 < expected < 1
+    assert float(kt.masked_accuracy(labels, logits)) == pytest.approx(expected, rel=1e-6)
 
 
 def test_masked_accuracy_metric_weighs_tokens_across_batches():
