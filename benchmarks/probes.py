@@ -55,12 +55,14 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
         STEPS steps per execution (one host sync per repeat: the device's own pace); needs
         no TensorFlow under JAX
     loss-step CONFIG_JSON BATCH LENGTH REPEATS
-        {"ms": {way: median ms}, "speedup": differentiated / library, "last_loss": {way: the
-        loss of the last step}}: a training step (train_on_batch, TensorFlow without XLA) of two
-        models of CONFIG_JSON with the same initial weights, in turn, REPEATS times after 3
-        warm-up steps: "library" (kt.LabelSmoothedCrossEntropy, whose gradient
-        under TensorFlow is written out, and kt.MaskedAccuracy) and "differentiated" (the
-        loss's formula differentiated by TensorFlow and an argmax accuracy: the code before)
+        {"ms": {way: median ms}, "speedup": differentiated / library, "first_loss",
+        "last_loss", "first_accuracy", "last_accuracy": {way: that step's}}: a training step
+        (train_on_batch, TensorFlow without XLA, the training program's host allocator) of two
+        models of CONFIG_JSON with the same initial weights on one batch (every other pair
+        padded after two thirds of its length), in turn, REPEATS times after 3 warm-up steps:
+        "library" (kt.LabelSmoothedCrossEntropy, whose gradient under TensorFlow is written
+        out, and kt.MaskedAccuracy) and "differentiated" (the code before: the loss's formula
+        differentiated by TensorFlow, and MaskedAccuracy by Keras's argmax)
     loss-share CONFIG_JSON BATCH LENGTH REPEATS POLICY
         {"device": ..., "ms": {loss: median ms}, "share": {loss: its share of the step}} of a
         jitted jax.value_and_grad training step (KERAS_BACKEND=jax; forward and backward, no
@@ -177,6 +179,10 @@ def loss_share(config_json, batch, length, repeats, policy):
 
 
 def loss_step(config_json, batch, length, repeats):
+    import os
+
+    # the training program's host allocator (common.console.start), set before TensorFlow starts
+    os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
     import keras
     import numpy as np
     from keras import ops
@@ -189,6 +195,9 @@ def loss_step(config_json, batch, length, repeats):
         raise SystemExit(f"loss-step runs under TensorFlow, not {keras.backend.backend()}")
     config = kt.TransformerConfig.from_dict(json.loads(config_json))
     inputs, labels = training_batch(config, int(batch), int(length))
+    shorter = np.arange(len(labels)) % 2 == 1  # every other pair padded after 2/3 of its length
+    for ids in (inputs["source"], inputs["target"], labels):
+        ids[shorter, 2 * ids.shape[1] // 3 :] = PAD_ID
 
     class Differentiated(kt.LabelSmoothedCrossEntropy):
         def token_losses(self, y_true, y_pred):
@@ -197,14 +206,18 @@ def loss_step(config_json, batch, length, repeats):
             token_losses = losses._reduced_token_losses(labels, logits, self.label_smoothing)
             return token_losses, ops.not_equal(labels, PAD_ID)
 
-    def argmax_accuracy(y_true, y_pred):
-        real = ops.not_equal(y_true, PAD_ID)
-        right = ops.logical_and(real, ops.equal(ops.argmax(y_pred, axis=-1), y_true))
-        return ops.sum(ops.cast(right, "float32")) / ops.sum(ops.cast(real, "float32"))
+    class ArgmaxAccuracy(kt.MaskedAccuracy):
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            labels = ops.cast(y_true, "int32")
+            real = ops.not_equal(labels, PAD_ID)
+            predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
+            right = ops.logical_and(real, ops.equal(predicted, labels))
+            self.correct.assign_add(ops.sum(ops.cast(right, "float32")))
+            self.total.assign_add(ops.sum(ops.cast(real, "float32")))
 
     ways = {
-        "library": (kt.LabelSmoothedCrossEntropy, kt.MaskedAccuracy()),
-        "differentiated": (Differentiated, argmax_accuracy),
+        "library": (kt.LabelSmoothedCrossEntropy, kt.MaskedAccuracy),
+        "differentiated": (Differentiated, ArgmaxAccuracy),
     }
     models = {}
     for name, (loss, accuracy) in ways.items():
@@ -212,18 +225,27 @@ def loss_step(config_json, batch, length, repeats):
         models[name].compile(
             optimizer=kt.create_optimizer(config),
             loss=loss(config.label_smoothing),
-            metrics=[accuracy],
+            metrics=[accuracy(name="accuracy")],
+            jit_compile=False,
         )
     models["differentiated"].set_weights(models["library"].get_weights())
-    times, last_loss = {name: [] for name in models}, {}
+    times, logs = {name: [] for name in models}, {name: [] for name in models}
     for repeat in range(3 + int(repeats)):
         for name, model in models.items():
             start = time.perf_counter()
-            last_loss[name] = float(model.train_on_batch(inputs, labels, return_dict=True)["loss"])
+            logs[name].append(model.train_on_batch(inputs, labels, return_dict=True))
             if repeat >= 3:
                 times[name].append(1000 * (time.perf_counter() - start))
     ms = {name: float(np.median(values)) for name, values in times.items()}
-    return {"ms": ms, "speedup": ms["differentiated"] / ms["library"], "last_loss": last_loss}
+    return {
+        "ms": ms,
+        "speedup": ms["differentiated"] / ms["library"],
+        **{
+            f"{end}_{what}": {name: float(logs[name][at][what]) for name in models}
+            for end, at in (("first", 0), ("last", -1))
+            for what in ("loss", "accuracy")
+        },
+    }
 
 
 def model_throughput(config_json, batch, length, steps, repeats, which, policy):
@@ -600,7 +622,4 @@ PROBES = {
 }
 
 if __name__ == "__main__":
-    from common import console
-
-    console.start()  # as the programs, and bench.py's probes, run: the pooled host allocator
     print(json.dumps(PROBES[sys.argv[1]](*sys.argv[2:])))

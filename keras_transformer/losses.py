@@ -56,11 +56,12 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     def token_losses(self, y_true, y_pred):
         """(-sum_k q_k log p_k for every position [B, T], real-token mask [B, T]), in float32.
 
-        Its gradient is softmax(z) - q. Under JAX it is computed as logsumexp(z) - sum_k q_k z_k:
-        reductions over the vocabulary alone, which XLA fuses with q and q * z, so that no
-        [B, T, V] tensor but the logits' gradient is written. TensorFlow runs each op over
-        [B, T, V] on its own, so there `_tensorflow_token_losses` writes the gradient out instead
-        of differentiating the formula (the figures: docs/design-choices.md).
+        Its gradient is softmax(z) - q. Other backends than TensorFlow differentiate
+        logsumexp(z) - sum_k q_k z_k: reductions over the vocabulary alone, which XLA (JAX's)
+        fuses with q and q * z, so that no [B, T, V] tensor but the logits' gradient is written.
+        TensorFlow without XLA, its default, runs each op over [B, T, V] on its own, so under
+        TensorFlow `_tensorflow_token_losses` writes the gradient out instead (the figures:
+        docs/design-choices.md).
         """
         labels = ops.cast(y_true, "int32")
         logits = ops.cast(y_pred, "float32")
@@ -99,7 +100,7 @@ def _tensorflow_token_losses(labels, logits, label_smoothing):
     @tf.custom_gradient
     def losses(logits):
         log_probs = tf.nn.log_softmax(logits)
-        label_log_probs = tf.gather(log_probs, labels, batch_dims=len(labels.shape))
+        label_log_probs = tf.gather(log_probs, labels, batch_dims=len(logits.shape) - 1)
         mean_log_probs = tf.reduce_mean(log_probs, axis=-1)
 
         def gradient(upstream):
@@ -119,9 +120,11 @@ def _tensorflow_token_losses(labels, logits, label_smoothing):
 def _correct_and_real(y_true, y_pred):
     """Counts of correctly predicted non-padding tokens and of non-padding tokens.
 
-    A token is right when its label's logit is the largest (a tie for the largest counts as
-    right): a max over the vocabulary, where an argmax is several passes over [B, T, V] in
-    Keras's TensorFlow backend (its -0.0 fix) and a slow reduction in TensorFlow itself."""
+    A token is right when its label's logit is the largest; a tie for the largest counts as
+    right, which an argmax would settle by the first index (in float32 logits ties are rare; in
+    logits computed in bfloat16 less so, which raises the accuracy a little). A max over the
+    vocabulary, where an argmax is five element-wise passes over [B, T, V] in Keras's
+    TensorFlow backend (its -0.0 fix) before TensorFlow's own slower reduction."""
     labels = ops.cast(y_true, "int32")
     real = ops.not_equal(labels, PAD_ID)
     label_logits = ops.take_along_axis(y_pred, labels[..., None], axis=-1)[..., 0]
@@ -131,7 +134,8 @@ def _correct_and_real(y_true, y_pred):
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 def masked_accuracy(y_true, y_pred):
-    """Fraction of non-padding target tokens whose argmax prediction is right, in one batch.
+    """Fraction of non-padding target tokens whose label's logit is the largest (ties count as
+    right), in one batch.
 
     Passed to `compile`, Keras averages it per batch; `MaskedAccuracy` counts tokens instead.
     """

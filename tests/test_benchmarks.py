@@ -181,16 +181,20 @@ def test_training_benchmark_runs_with_xla_and_bfloat16():
 
 def test_the_loss_step_probe_trains_the_same_both_ways():
     """The TensorFlow loss whose gradient is written out, and the token accuracy by a max, train
-    as the formula differentiated by TensorFlow with an argmax accuracy does (the probe's two
-    ways start from the same weights)."""
+    and count as the formula differentiated by TensorFlow with an argmax accuracy do (the
+    probe's two ways start from the same weights, on a batch with padding)."""
     import keras_transformer as kt
     from benchmarks import probes
 
     config = kt.TransformerConfig.preset("tiny", vocab_size=300, dropout=0.0)
     answer = probes.loss_step(json.dumps(config.to_dict()), 6, 7, 4)
     assert set(answer["ms"]) == {"library", "differentiated"}
-    first, second = answer["last_loss"].values()
-    assert first == pytest.approx(second, rel=1e-4)
+    first, last = answer["first_loss"]["library"], answer["last_loss"]["library"]
+    assert first - last > 0.05  # it trained: a wrong gradient would part the two ways
+    assert answer["first_loss"]["differentiated"] == pytest.approx(first, rel=1e-6)
+    assert answer["last_loss"]["differentiated"] == pytest.approx(last, rel=1e-4)
+    accuracies = answer["last_accuracy"]
+    assert accuracies["library"] == pytest.approx(accuracies["differentiated"], abs=1e-6)
 
 
 def test_a_decoding_step_builds_what_its_layers_share_once():

@@ -127,22 +127,24 @@ def test_loss_is_the_smoothed_cross_entropy_at_large_logits(eps):
     assert float(weighted) == pytest.approx((weights * expected)[real].sum(), rel=1e-6)
 
 
-@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize("jit_compile", [None, False, True])
 def test_loss_gradient_is_softmax_minus_smoothed_target(jit_compile):
-    """Under TensorFlow the gradient is written out, not differentiated: with and without XLA
-    (the training program's --jit-compile)."""
+    """Under TensorFlow the gradient is written out, not differentiated: eagerly (None), in a
+    graph, and with XLA (the training program's --jit-compile)."""
     import tensorflow as tf
 
     logits, labels = large_logits_and_padded_labels()
     weights = np.random.default_rng(5).uniform(0.1, 1.0, labels.shape).astype("float32")
     loss = kt.LabelSmoothedCrossEntropy(0.1, token_weights=True)
 
-    @tf.function(jit_compile=jit_compile)
     def gradient(logits):
         with tf.GradientTape() as tape:
             tape.watch(logits)
             value = loss(labels, logits, weights)
         return tape.gradient(value, logits)
+
+    if jit_compile is not None:
+        gradient = tf.function(gradient, jit_compile=jit_compile)
 
     z = logits.astype("float64")
     softmax = np.exp(z - z.max(-1, keepdims=True))
@@ -168,6 +170,12 @@ def test_masked_accuracy_is_the_argmax_hitting_the_label():
     expected = (predicted == labels)[real].mean()
     assert 0 < expected < 1
     assert float(kt.masked_accuracy(labels, logits)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_masked_accuracy_counts_a_tie_for_the_largest_logit_as_right():
+    labels = np.array([[2, 2]], "int32")
+    logits = np.array([[[0.0, 1.0, 1.0], [0.0, 1.0, 0.5]]], "float32")  # tied with 1; below 1
+    assert float(kt.masked_accuracy(labels, logits)) == pytest.approx(0.5)
 
 
 def test_masked_accuracy_metric_weighs_tokens_across_batches():
