@@ -178,26 +178,13 @@ def loss_share(config_json, batch, length, repeats, policy):
     }
 
 
-def loss_step(config_json, batch, length, repeats):
-    import os
-
-    # the training program's host allocator (common.console.start), set before TensorFlow starts
-    os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
-    import keras
-    import numpy as np
+def the_loss_and_accuracy_before():
+    """The loss's formula differentiated by TensorFlow, and MaskedAccuracy by Keras's argmax."""
     from keras import ops
 
     import keras_transformer as kt
     from keras_transformer import losses
     from keras_transformer.ids import PAD_ID
-
-    if keras.backend.backend() != "tensorflow":
-        raise SystemExit(f"loss-step runs under TensorFlow, not {keras.backend.backend()}")
-    config = kt.TransformerConfig.from_dict(json.loads(config_json))
-    inputs, labels = training_batch(config, int(batch), int(length))
-    shorter = np.arange(len(labels)) % 2 == 1  # every other pair padded after 2/3 of its length
-    for ids in (inputs["source"], inputs["target"], labels):
-        ids[shorter, 2 * ids.shape[1] // 3 :] = PAD_ID
 
     class Differentiated(kt.LabelSmoothedCrossEntropy):
         def token_losses(self, y_true, y_pred):
@@ -215,6 +202,29 @@ def loss_step(config_json, batch, length, repeats):
             self.correct.assign_add(ops.sum(ops.cast(right, "float32")))
             self.total.assign_add(ops.sum(ops.cast(real, "float32")))
 
+    return Differentiated, ArgmaxAccuracy
+
+
+def loss_step(config_json, batch, length, repeats):
+    import os
+
+    # the training program's host allocator (common.console.start), set before TensorFlow starts
+    os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+    import keras
+    import numpy as np
+
+    import keras_transformer as kt
+    from keras_transformer.ids import PAD_ID
+
+    if keras.backend.backend() != "tensorflow":
+        raise SystemExit(f"loss-step runs under TensorFlow, not {keras.backend.backend()}")
+    config = kt.TransformerConfig.from_dict(json.loads(config_json))
+    inputs, labels = training_batch(config, int(batch), int(length))
+    shorter = np.arange(len(labels)) % 2 == 1  # every other pair padded after 2/3 of its length
+    for ids in (inputs["source"], inputs["target"], labels):
+        ids[shorter, 2 * ids.shape[1] // 3 :] = PAD_ID
+
+    Differentiated, ArgmaxAccuracy = the_loss_and_accuracy_before()
     ways = {
         "library": (kt.LabelSmoothedCrossEntropy, kt.MaskedAccuracy),
         "differentiated": (Differentiated, ArgmaxAccuracy),
