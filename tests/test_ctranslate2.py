@@ -100,7 +100,13 @@ def test_greedy_and_beam_translations_equal_ours(number_translator, converted_nu
 def test_prefixed_translations_and_scores_equal_ours(number_translator, converted_numbers):
     """With target prefixes, CTranslate2 (float32) gives the translations and scores of our
     Translator (the graph the SavedModel exports; the prefix's log-probabilities counted in
-    both), and its score_batch the token log-probabilities of our score signature."""
+    both), and its score_batch the token log-probabilities of our score signature.
+
+    The searches differ in one known way: ours ranks by log P / lp, and a hypothesis that runs
+    to the length bound ends there without eos; CTranslate2's ranks by log P, where such a
+    hypothesis loses. An improbable prefix ("nine" for "zwei ...") can lead ours there, to
+    near-certain repeats that lp outweighs. So a translation may differ only where ours ran to
+    the bound and outranks CTranslate2's, whose score is then its exact score under our model."""
     model, tokenizer, pairs = number_translator
     sources = [source for source, _ in pairs[:8]]
     prefixes = ["", "one", "two", "", "three four", "five", "", "nine"]
@@ -109,9 +115,18 @@ def test_prefixed_translations_and_scores_equal_ours(number_translator, converte
     engine = CTranslate2Translator(converted_numbers[1], beam_size=4, alpha=0.6)
     theirs = engine.translate(sources, prefixes)
     texts = [t.decode() for t in ours["translation"].numpy()]
-    assert [t.text for t in theirs] == texts and not any(t.cut for t in theirs)
+    assert not any(t.cut for t in theirs)
     assert all(text.startswith(prefix) for text, prefix in zip(texts, prefixes))
-    np.testing.assert_allclose([t.score for t in theirs], ours["score"], rtol=1e-3)
+    same = [t.text == text for t, text in zip(theirs, texts)]
+    np.testing.assert_allclose(
+        [t.score for t, s in zip(theirs, same) if s], ours["score"][np.array(same)], rtol=1e-3
+    )
+    rescored = translator.score(tf.constant(sources), tf.constant([t.text for t in theirs]))
+    np.testing.assert_allclose([t.score for t in theirs], rescored["score"], rtol=1e-3)
+    for t, text, score, s in zip(theirs, texts, ours["score"].numpy(), same):
+        if not s:  # ours ran to the bound (no eos) and scores above CTranslate2's
+            assert len(tokenizer._processor.encode(text)) == model.config.max_length
+            assert score > t.score
 
     scored = translator.score(tf.constant(sources), tf.constant(texts))
     for ct2, token_scores, tokens, score in zip(
