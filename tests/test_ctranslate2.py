@@ -55,6 +55,14 @@ def test_converted_model_gives_our_log_probabilities(tokenizer, tmp_path, overri
     np.testing.assert_allclose([r.log_probs for r in results], ours, atol=1e-4)
 
 
+def source_ids_of(tokenizer, sentences):
+    """The sentences' ids as the searches take them: padded, eos last."""
+    ids = tokenizer.tokenize(sentences, padded=True).numpy()
+    ids = np.hstack([ids, np.zeros((len(sentences), 1), "int32")])
+    ids[np.arange(len(sentences)), (ids != 0).sum(1)] = 3  # eos
+    return ids
+
+
 def tokenizer_file(tokenizer, directory):
     return tokenizer.save(pathlib.Path(directory) / "tokenizer.model")
 
@@ -75,9 +83,7 @@ def test_greedy_and_beam_translations_equal_ours(number_translator, converted_nu
     exact scoring (`score_batch`) gives as ours."""
     model, tokenizer, pairs = number_translator
     sources = [source for source, _ in pairs]
-    source_ids = tokenizer.tokenize(sources, padded=True).numpy()
-    source_ids = np.hstack([source_ids, np.zeros((len(sources), 1), "int32")])
-    source_ids[np.arange(len(sources)), (source_ids != 0).sum(1)] = 3  # eos
+    source_ids = source_ids_of(tokenizer, sources)
     greedy = kt.greedy_search(model, source_ids).numpy()
     beam, scores = kt.beam_search(model, source_ids, beam_size=4, alpha=0.6)
     engine = CTranslate2Translator(converted_numbers[1], beam_size=4, alpha=0.6)
@@ -98,15 +104,18 @@ def test_greedy_and_beam_translations_equal_ours(number_translator, converted_nu
 
 
 def test_prefixed_translations_and_scores_equal_ours(number_translator, converted_numbers):
-    """With target prefixes, CTranslate2 (float32) gives the translations and scores of our
-    Translator (the graph the SavedModel exports; the prefix's log-probabilities counted in
-    both), and its score_batch the token log-probabilities of our score signature.
+    """With target prefixes, CTranslate2 (float32) finds our Translator's translations (the graph
+    the SavedModel exports) with their scores (the prefix's log-probabilities counted in both),
+    and its score_batch gives the token log-probabilities of our score signature.
 
-    The searches differ in one known way: ours ranks by log P / lp, and a hypothesis that runs
-    to the length bound ends there without eos; CTranslate2's ranks by log P, where such a
-    hypothesis loses. An improbable prefix ("nine" for "zwei ...") can lead ours there, to
-    near-certain repeats that lp outweighs. So a translation may differ only where ours ran to
-    the bound and outranks CTranslate2's, whose score is then its exact score under our model."""
+    Where the searches may part: CTranslate2's, run with length penalty 0 as
+    `CTranslate2Translator` runs it, stops once its best hypothesis by log P has ended and it
+    holds K ended ones, and only these are ranked by log P / lp; ours searches on log P / lp
+    until nothing alive can win. In both, a hypothesis that reaches the length bound ends there
+    without eos. After an improbable prefix ("nine" for "zwei ..."), near-certain repeats can
+    carry ours to the bound, where lp outweighs their cost, after CTranslate2 has stopped. So a
+    translation may differ only where ours scores higher and CTranslate2's is in our n-best
+    with its score; every score of ours is forced decoding's of its output."""
     model, tokenizer, pairs = number_translator
     sources = [source for source, _ in pairs[:8]]
     prefixes = ["", "one", "two", "", "three four", "five", "", "nine"]
@@ -116,17 +125,19 @@ def test_prefixed_translations_and_scores_equal_ours(number_translator, converte
     theirs = engine.translate(sources, prefixes)
     texts = [t.decode() for t in ours["translation"].numpy()]
     assert not any(t.cut for t in theirs)
-    assert all(text.startswith(prefix) for text, prefix in zip(texts, prefixes))
-    same = [t.text == text for t, text in zip(theirs, texts)]
-    np.testing.assert_allclose(
-        [t.score for t, s in zip(theirs, same) if s], ours["score"][np.array(same)], rtol=1e-3
-    )
-    rescored = translator.score(tf.constant(sources), tf.constant([t.text for t in theirs]))
-    np.testing.assert_allclose([t.score for t in theirs], rescored["score"], rtol=1e-3)
-    for t, text, score, s in zip(theirs, texts, ours["score"].numpy(), same):
-        if not s:  # ours ran to the bound (no eos) and scores above CTranslate2's
-            assert len(tokenizer._processor.encode(text)) == model.config.max_length
-            assert score > t.score
+    for text, their, prefix in zip(texts, theirs, prefixes):
+        assert text.startswith(prefix) and their.text.startswith(prefix)
+    _, _, forced = kt.score(model, source_ids_of(tokenizer, sources), ours["tokens"], alpha=0.6)
+    np.testing.assert_allclose(forced, ours["score"], rtol=1e-5)
+    nbest = [[t.decode() for t in row] for row in ours["nbest_translations"].numpy()]
+    for their, text, score, n_texts, n_scores in zip(
+        theirs, texts, ours["score"].numpy(), nbest, ours["nbest_scores"].numpy()
+    ):
+        if their.text == text:
+            assert their.score == pytest.approx(float(score), rel=1e-3)
+        else:  # ours outscores it, and holds it with its score
+            found = float(n_scores[n_texts.index(their.text)])
+            assert their.score == pytest.approx(found, rel=1e-3) and score > their.score
 
     scored = translator.score(tf.constant(sources), tf.constant(texts))
     for ct2, token_scores, tokens, score in zip(
