@@ -103,7 +103,7 @@ def test_greedy_and_beam_translations_equal_ours(number_translator, converted_nu
         assert exact == pytest.approx(float(scores[i, 0]), rel=1e-5), sources[i]
 
 
-def test_prefixed_translations_and_scores_equal_ours(number_translator, converted_numbers):
+def test_prefixed_translations_and_scores_agree_with_ours(number_translator, converted_numbers):
     """With target prefixes, CTranslate2 (float32) finds our Translator's translations (the graph
     the SavedModel exports) with their scores (the prefix's log-probabilities counted in both),
     and its score_batch gives the token log-probabilities of our score signature.
