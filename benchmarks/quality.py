@@ -531,7 +531,7 @@ STUDY = (
         curve_decodings=(TWENTY_AVERAGED,),
     ),
     # On a CPU with bfloat16 dot products (a Zen 4 AMD EPYC: AVX512_BF16), mixed bfloat16 took
-    # 184-186 ms a step against 206-220 in float32 (`--steps 600`, in turn, twice): whether the
+    # 183-186 ms a step against 206-220 in float32 (`--steps 600`, in turn, twice): whether the
     # quality holds over the demo's 14 minutes (one seed; float32 is `make demo` on that machine).
     on_demo("bf16", "precision", "--mixed-precision", "bf16"),
 )
