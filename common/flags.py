@@ -543,6 +543,14 @@ SENTENCE_REPEATS = Option(
     default=1,
     help="with --phrases: each sentence pair appears this many times per pass over the phrases",
 )
+TAG_PHRASES = Option(
+    "--tag-phrases",
+    action="store_true",
+    default=False,
+    help="with --phrases: each word and phrase pair's source begins with the tag <phrase> (a "
+    "domain tag, Kobus et al., 2017), so that the model tells the dictionary's entries from "
+    "sentences; what it translates has no tag and is translated as the sentences",
+)
 VOCAB_SIZE = Option(
     "--vocab-size",
     type=at_least(VOCAB_MINIMUM),
@@ -562,9 +570,9 @@ def add_phrases(parser):
 
 
 def add_corpus_shaping(parser):
-    """--sentence-repeats, --vocab-size and --max-length: how a corpus becomes training pairs
-    (training.train, and training.binarize which does it once)."""
-    for option in (SENTENCE_REPEATS, VOCAB_SIZE, MAX_LENGTH):
+    """--sentence-repeats, --tag-phrases, --vocab-size and --max-length: how a corpus becomes
+    training pairs (training.train, and training.binarize which does it once)."""
+    for option in (SENTENCE_REPEATS, TAG_PHRASES, VOCAB_SIZE, MAX_LENGTH):
         option.add(parser)
 
 

@@ -71,10 +71,13 @@ class SubwordTokenizer(tf.Module):
         character_coverage=0.9995,
         max_sentences=2_000_000,
         model_type="bpe",
+        symbols=(),
     ):
         """Trains a vocabulary of at most `vocab_size` pieces on `texts` (sentences of both
         languages), writes the model to `path` and returns the tokenizer. `model_type`: "bpe"
         (byte-pair encoding, §5.1) or "unigram" (a unigram language model, Kudo 2018).
+        `symbols`: strings that are each one piece wherever they occur, such as a tag (a piece
+        cannot otherwise join punctuation and letters).
 
         The vocabulary may come out smaller when the texts hold fewer distinct pieces; read
         `vocab_size` from the returned tokenizer.
@@ -106,6 +109,7 @@ class SubwordTokenizer(tf.Module):
                 normalization_rule_name="identity",  # normalize_text has already run
                 remove_extra_whitespaces=False,
                 split_digits=True,
+                user_defined_symbols=list(symbols),
                 hard_vocab_limit=False,
                 input_sentence_size=max_sentences,
                 shuffle_input_sentence=True,

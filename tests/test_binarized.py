@@ -143,6 +143,7 @@ def test_binarize_counts_what_it_drops_and_keeps_the_texts(text_data, tmp_path):
         (["--max-length", "2"], "leaves no pair within --max-length 2"),
         (["--splits", "train", "dev"], "--splits dev: the split of tsv:"),
         (["--sentence-repeats", "3"], "--sentence-repeats up-samples the sentences"),
+        (["--tag-phrases"], "--tag-phrases tags the phrase pairs: it needs --phrases"),
     ],
 )
 def test_binarize_refuses_bad_input_and_writes_nothing(text_data, tmp_path, capsys, extra, message):

@@ -140,12 +140,51 @@ def test_training_mixture_repeats_each_sentence_among_the_phrases(ding_file, tmp
         for de, en in ding.training_mixture(dataset_dir, 3, seed=1).as_numpy_iterator()
     ]
     assert sorted(mixed) == sorted(sentences * 3 + phrases)
+    tagged = [
+        (de.decode(), en.decode())
+        for de, en in ding.training_mixture(dataset_dir, 3, seed=1, tag=True).as_numpy_iterator()
+    ]  # the same pairs in the same order, the phrases' sources (only) behind the tag
+    assert tagged == [
+        (f"{ding.PHRASE_TAG} {de}" if (de, en) in phrases else de, en) for de, en in mixed
+    ]
     reversed_pair = next(
         ding.training_mixture(dataset_dir, 1, reverse=True, seed=1).as_numpy_iterator()
     )
     assert tuple(side.decode() for side in reversed_pair[::-1]) in set(sentences + phrases)
     with pytest.raises(ValueError, match="sentence_repeats must be a positive integer, got 0"):
         ding.training_mixture(dataset_dir, 0)
+
+
+def test_a_tagged_mixture_tags_the_training_phrases_only(ding_file, tmp_path):
+    """--tag-phrases through the programs' Dataset: of the train split only the phrase pairs'
+    sources begin with the tag, the other splits hold none, and the tokenizer trained on the
+    split keeps the tag one piece."""
+    import shutil
+
+    import tensorflow as tf
+
+    from training.datasets import Dataset, train_tokenizer
+
+    cached = tmp_path / "cache" / ding.DEBIAN_PACKAGE / ding.PACKAGE_FILE
+    cached.parent.mkdir(parents=True)
+    shutil.copyfile(ding_file, cached)  # as fetched: the Dataset prepares it
+    dataset = Dataset("ding", data_dir=tmp_path / "cache", phrases=True, sentence_repeats=2,
+                      tag_phrases=True)  # fmt: skip
+    phrases = [
+        de.decode() for de, _ in ding.load("phrases", dataset.dataset_dir).as_numpy_iterator()
+    ]
+    sentences = [
+        de.decode() for de, _ in ding.load("train", dataset.dataset_dir).as_numpy_iterator()
+    ]
+    tag = f"{ding.PHRASE_TAG} "
+    sources = [source for source, _ in dataset.pairs("train")]
+    assert sorted(s.removeprefix(tag) for s in sources if s.startswith(tag)) == sorted(phrases)
+    assert sorted(s for s in sources if not s.startswith(tag)) == sorted(sentences * 2)
+    for split in set(ding.tfds_splits(dataset.dataset_dir)) - {"train", "phrases"}:
+        assert not any(ding.PHRASE_TAG in side for pair in dataset.pairs(split) for side in pair)
+    tokenizer = train_tokenizer(dataset, 400, tmp_path / "tokenizer.model")
+    ids = tokenizer.tokenize(tf.constant([f"{tag}Haus"])).to_list()[0]
+    assert ding.PHRASE_TAG in [tokenizer.id_to_piece(i) for i in ids]
 
 
 def fake_tools(tmp_path, apt_exit=0):

@@ -290,3 +290,20 @@ def test_make_demo_trains_and_decodes_as_the_study_chose():
         "alpha": alpha,
     }
     assert min_length == 1  # the Translator's default, which the demo's export uses
+
+
+def test_runs_share_a_tokenizer_only_when_they_train_it_on_the_same_text():
+    """The study trains one tokenizer per vocabulary and training text: a tagged mixture's
+    (--tag-phrases) is not an untagged one's, nor one of other repeats or size."""
+    keys = {
+        quality.Run("r", "lever", flags).tokenizer_key()
+        for flags in (
+            quality.CHOSEN_FLAGS,
+            (*quality.CHOSEN_FLAGS, "--tag-phrases"),
+            (*quality.CHOSEN_FLAGS, "--sentence-repeats", "20"),
+            (*quality.CHOSEN_FLAGS, "--vocab-size", "16000"),
+        )
+    }
+    assert len(keys) == 4
+    same_text = (*quality.CHOSEN_FLAGS, "--set", "norm_first=true", "--seed", "1")
+    assert quality.Run("r", "lever", same_text).tokenizer_key() in keys

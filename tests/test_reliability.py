@@ -98,6 +98,25 @@ def test_a_resume_knows_its_tokenizer_by_another_path(tmp_path, monkeypatch):
         state.check({"vocabulary": {"tokenizer": "other.model"}}, 1, "--steps 1")
 
 
+def test_a_resume_must_agree_on_the_phrase_tag(tmp_path):
+    """--tag-phrases is recorded with the phrase mixture; an untagged mixture's record is the one
+    written before the flag (so older runs resume), and a resume that changes the tag is refused
+    naming the flags."""
+    from common.checkpoints import RunError
+    from common.run_dir import RunDirectory, RunState
+    from training.datasets import phrase_mixture
+
+    tagged = {"phrases": phrase_mixture(True, 10, True)}
+    assert tagged == {"phrases": {"sentence_repeats": 10, "tag": "<phrase>"}}
+    untagged = {"phrases": phrase_mixture(True, 10, False)}
+    assert untagged == {"phrases": {"sentence_repeats": 10}}
+    assert phrase_mixture(False, 1, False) is None
+    state = RunState(RunDirectory(tmp_path / "run"), tagged, 0, None)
+    state.check(tagged, 1, "--steps 1")
+    with pytest.raises(RunError, match="--phrases/--sentence-repeats/--tag-phrases: .<phrase>. in"):
+        state.check(untagged, 1, "--steps 1")
+
+
 def test_a_cut_checkpoint_is_named_by_averaging_training_and_export(trained, tmp_path, capsys):
     run_flags, run = copy_of(trained, tmp_path)
     last = run / "checkpoints" / "step-0000004.weights.npz"

@@ -187,3 +187,19 @@ def test_unigram_vocabulary_samples_from_its_segmentations(tmp_path):
 
     [flag] = [a for a in train.build_parser()._actions if a.dest == "subword_model"]
     assert tuple(flag.choices) == MODEL_TYPES
+
+
+def test_symbols_are_one_piece_wherever_they_occur(tmp_path):
+    """A symbol such as the phrase tag is one piece, in the texts it was trained on and in new
+    ones, and detokenizes back to itself; without it, its punctuation and letters split."""
+    from conftest import synthetic_pairs
+
+    texts = [f"<phrase> {side}" for pair in synthetic_pairs(200) for side in pair]
+    tagged = SubwordTokenizer.train(texts, 400, tmp_path / "tagged.model", symbols=["<phrase>"])
+    plain = SubwordTokenizer.train(texts, 400, tmp_path / "plain.model")
+    for text in ("<phrase> Das Haus.", "Das <phrase> Haus."):
+        ids = tagged.tokenize(tf.constant([text])).to_list()[0]
+        assert [tagged.id_to_piece(i) for i in ids].count("<phrase>") == 1
+        assert tagged.detokenize(tf.ragged.constant([ids])).numpy()[0].decode() == text
+        split = plain.tokenize(tf.constant([text])).to_list()[0]
+        assert "<phrase>" not in [plain.id_to_piece(i) for i in split]

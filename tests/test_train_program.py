@@ -283,6 +283,7 @@ def test_subword_sampling_trains_and_the_export_never_samples(
         (["--tokenizer", str(ROOT / "README.md")], "README.md: not a sentencepiece model"),
         (["--phrases"], "--phrases adds the Ding dictionary's phrase pairs; --dataset 'tsv:"),
         (["--sentence-repeats", "4"], "--sentence-repeats up-samples the sentences among the"),
+        (["--tag-phrases"], "--tag-phrases tags the phrase pairs: it needs --phrases"),
         (
             ["--max-length", "2"],
             "leaves no pair to train on: pairs read 2000, kept 0, dropped 2000",

@@ -17,6 +17,7 @@ import pathlib
 import sys
 
 from common import console, flags
+from training.datasets import check_phrase_flags, phrase_mixture
 
 SPLITS = ("train", "validation", "test")
 
@@ -58,10 +59,7 @@ def check(args):
     ]
     if len(given) > 1:
         raise ValueError(f"give one of --tokenizer, --run-dir and --vocab-size, not {given}")
-    if args.sentence_repeats != 1 and not args.phrases:
-        raise ValueError(
-            "--sentence-repeats up-samples the sentences among the phrases: it needs --phrases"
-        )
+    check_phrase_flags(args.phrases, args.sentence_repeats, args.tag_phrases)
     if "train" not in args.splits:
         raise ValueError("--splits must include train (what training.train trains on)")
     if len(set(args.splits)) != len(args.splits):
@@ -186,6 +184,7 @@ def binarize(args):
         args.download,
         args.phrases,
         args.sentence_repeats,
+        args.tag_phrases,
     )
     with new_directory(args.output) as (directory, _):
         tokenizer = tokenizer_for(args, dataset, directory / binarized.TOKENIZER_FILE)
@@ -215,7 +214,7 @@ def binarize(args):
             "max_length": args.max_length,
             "dataset": args.dataset,
             "languages": list(dataset.languages),
-            "phrases": {"sentence_repeats": args.sentence_repeats} if args.phrases else None,
+            "phrases": phrase_mixture(args.phrases, args.sentence_repeats, args.tag_phrases),
             "seed": args.seed,
             "splits": splits,
         }

@@ -24,7 +24,8 @@ class Dataset:
 
     Ding is German-English (source_language="en" reverses it); with `phrases` its training
     split mixes the dictionary's word and phrase pairs with the sentence pairs, each sentence
-    `sentence_repeats` times (`ding.training_mixture`). tfds datasets default to their own
+    `sentence_repeats` times, the phrases' sources tagged with `tag_phrases`
+    (`ding.training_mixture`). tfds datasets default to their own
     direction; folder:DIR needs both languages.
     """
 
@@ -37,15 +38,15 @@ class Dataset:
         download=True,
         phrases=False,
         sentence_repeats=1,
+        tag_phrases=False,
     ):
         kind, _, argument = spec.partition(":")
         if kind not in KINDS or (kind == "ding") == bool(argument):
             raise ValueError(f"--dataset {spec!r}: expected {SPEC_HELP}")
         self.spec, self.kind, self.argument = spec, kind, argument
-        self.data_dir = str(data_dir) if data_dir else None
-        self.download = download
+        self.data_dir, self.download = (str(data_dir) if data_dir else None), download
         self.phrases, self.sentence_repeats, self._mixtures = phrases, sentence_repeats, {}
-        self.binarized = None
+        self.tag_phrases, self.binarized = tag_phrases, None
         if phrases and kind != "ding":
             raise ValueError(
                 f"--phrases adds the Ding dictionary's phrase pairs; --dataset {spec!r} has none"
@@ -117,7 +118,7 @@ class Dataset:
             if seed not in self._mixtures:
                 reverse = self.languages[0] == "en"
                 self._mixtures[seed] = ding.training_mixture(
-                    self.dataset_dir, self.sentence_repeats, reverse, seed
+                    self.dataset_dir, self.sentence_repeats, reverse, seed, self.tag_phrases
                 )
             return self._mixtures[seed]
         if self.kind == "ding":
@@ -141,13 +142,46 @@ class Dataset:
         ]
 
 
+def check_phrase_flags(phrases, sentence_repeats, tag_phrases):
+    """ValueError naming a flag of Ding's phrase mixture given without --phrases."""
+    if not phrases and sentence_repeats != 1:
+        raise ValueError(
+            "--sentence-repeats up-samples the sentences among the phrases: it needs --phrases"
+        )
+    if not phrases and tag_phrases:
+        raise ValueError("--tag-phrases tags the phrase pairs: it needs --phrases")
+
+
+def phrase_mixture(phrases, sentence_repeats, tag_phrases):
+    """How Ding's phrase pairs are mixed in, as run.json and a binarized index record it (None
+    without --phrases); ValueError as `check_phrase_flags`."""
+    check_phrase_flags(phrases, sentence_repeats, tag_phrases)
+    if not phrases:
+        return None
+    record = {"sentence_repeats": sentence_repeats}
+    if tag_phrases:  # an untagged mixture's record is as before the flag
+        record["tag"] = phrase_tag()
+    return record
+
+
+def phrase_tag():
+    """--tag-phrases's tag, from the Ding reader (imported only for a tagged mixture, which is
+    read with TensorFlow: a run from binarized data may lack it)."""
+    from keras_transformer.data import ding
+
+    return ding.PHRASE_TAG
+
+
 def train_tokenizer(dataset, vocab_size, path, model_type="bpe"):
     """A SubwordTokenizer (`model_type` "bpe" or "unigram") of `vocab_size` pieces trained on
-    both sides of the dataset's training split, written to `path`; ValueError when the split is
-    empty."""
+    both sides of the dataset's training split, written to `path`, with the phrase tag one piece
+    of its own when the split holds it; ValueError when the split is empty."""
     import keras_transformer as kt
 
     texts = [side for pair in dataset.pairs("train") for side in pair]
     if not texts:
         raise ValueError(f"the train split of {dataset.spec} is empty")
-    return kt.SubwordTokenizer.train(texts, vocab_size, path, model_type=model_type)
+    symbols = (phrase_tag(),) if dataset.phrases and dataset.tag_phrases else ()
+    return kt.SubwordTokenizer.train(
+        texts, vocab_size, path, model_type=model_type, symbols=symbols
+    )

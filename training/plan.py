@@ -12,6 +12,7 @@ import pathlib
 
 from common import checkpoints, flags
 from common.flags import COUNT, Option
+from training.datasets import check_phrase_flags, phrase_mixture
 
 # The paper's schedule: base models trained 100k steps at 0.4 s a step, big ones 300k at 1.0 s
 # (§5.2), and averaged their last 5 and 20 checkpoints, written 10 minutes apart (§6.1): every
@@ -59,6 +60,7 @@ class Data:
     test_split: str = Option("--test-split", default="test", help="split scored at the end").field()
     tokenizer: pathlib.Path | None = flags.TOKENIZER.field()
     sentence_repeats: int = flags.SENTENCE_REPEATS.field()
+    tag_phrases: bool = flags.TAG_PHRASES.field()
     vocab_size: int | None = flags.VOCAB_SIZE.field()
     max_length: int = flags.MAX_LENGTH.field()
     subword_sampling: float = Option(
@@ -317,10 +319,7 @@ class TrainingPlan:
         checked where it is parsed: `common.flags`); returns the plan."""
         parse_overrides(self.model.overrides)  # refuses an item that is not FIELD=VALUE
         data = self.data
-        if data.sentence_repeats != 1 and not data.phrases:
-            raise ValueError(
-                "--sentence-repeats up-samples the sentences among the phrases: it needs --phrases"
-            )
+        check_phrase_flags(data.phrases, data.sentence_repeats, data.tag_phrases)
         if data.tokenizer and not data.tokenizer.is_file():
             raise ValueError(f"--tokenizer {data.tokenizer}: no such file")
         brought = data.tokenizer or data.dataset.startswith("binarized:")
@@ -403,7 +402,7 @@ class TrainingPlan:
             "dataset": data.dataset,
             "languages": list(languages),
             "max_length": data.max_length,
-            "phrases": {"sentence_repeats": data.sentence_repeats} if data.phrases else None,
+            "phrases": phrase_mixture(data.phrases, data.sentence_repeats, data.tag_phrases),
             "subword_sampling": data.subword_sampling,
             "precision": precision,
             "seed": self.schedule.seed,

@@ -108,6 +108,7 @@ class Trainer:
             data.download,
             data.phrases,
             data.sentence_repeats,
+            data.tag_phrases,
         )
         self.state = self.directory.state()
         self.check_binarized_tokenizer()

@@ -238,12 +238,20 @@ def load(split, dataset_dir, reverse=False):
     return builder.as_dataset(split=split).map(lambda example: (example[keys[0]], example[keys[1]]))
 
 
-def training_mixture(dataset_dir, sentence_repeats, reverse=False, seed=None):
+# What --tag-phrases puts before each phrase pair's source: text that Ding's entries never hold,
+# so that the tokenizer trained on the mixture learns it as a piece of its own.
+PHRASE_TAG = "<phrase>"
+
+
+def training_mixture(dataset_dir, sentence_repeats, reverse=False, seed=None, tag=False):
     """The train split's sentence pairs, each `sentence_repeats` times, in a random order among
     the word and phrase pairs (the "phrases" split of a dataset prepared with `include_phrases`):
     one finite pass, in which sentences make k*S / (k*S + P) of the pairs. Up-sampling keeps
     the few sentences from drowning among the many phrases while the phrases widen the
-    vocabulary the model sees. Held in memory (a few tens of MB), so later passes are fast."""
+    vocabulary the model sees. With `tag`, each phrase pair's source begins with PHRASE_TAG and
+    a space: a domain tag (Kobus et al., 2017), so that the model tells the dictionary's entries
+    from sentences and translates untagged input as it learned the sentences. Held in memory (a
+    few tens of MB), so later passes are fast."""
     import numpy as np
     import tensorflow as tf
 
@@ -265,6 +273,9 @@ def training_mixture(dataset_dir, sentence_repeats, reverse=False, seed=None):
         ]
         for split in ("train", "phrases")
     )
+    if tag:
+        prefix = f"{PHRASE_TAG} ".encode()
+        phrases[0] = np.array([prefix + source for source in phrases[0]], dtype=object)
     order = np.concatenate(
         [
             np.tile(np.arange(len(sentences[0])), sentence_repeats),
