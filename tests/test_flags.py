@@ -30,7 +30,8 @@ def test_every_setting_has_one_flag_with_its_default_and_help():
     parser = train.build_parser()
     flagged = [action for action in parser._actions if action.dest not in ("help", "verbose")]
     found = list(settings(TrainingPlan))
-    assert len(found) == len(flagged) == 44  # the flat plan's 42, --subword-sampling/-model
+    # the flat plan's 42, --subword-sampling, --subword-model and --tag-phrases
+    assert len(found) == len(flagged) == 45
     for field, option in found:
         actions = [action for action in flagged if action.dest == option.attribute]
         assert len(actions) == 1, field.name
