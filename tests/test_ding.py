@@ -168,8 +168,9 @@ def test_a_tagged_mixture_tags_the_training_phrases_only(ding_file, tmp_path):
     cached = tmp_path / "cache" / ding.DEBIAN_PACKAGE / ding.PACKAGE_FILE
     cached.parent.mkdir(parents=True)
     shutil.copyfile(ding_file, cached)  # as fetched: the Dataset prepares it
-    dataset = Dataset("ding", data_dir=tmp_path / "cache", phrases=True, sentence_repeats=2,
-                      tag_phrases=True)  # fmt: skip
+    dataset = Dataset(
+        "ding", data_dir=tmp_path / "cache", phrases=True, sentence_repeats=2, tag_phrases=True
+    )
     phrases = [
         de.decode() for de, _ in ding.load("phrases", dataset.dataset_dir).as_numpy_iterator()
     ]
