@@ -39,7 +39,7 @@ BEFORE_CODE = "d3ad441006d7079812637dae16b27d91fd4ceb3e"
 ROOT = pathlib.Path(__file__).resolve().parents[1]  # where `python -m benchmarks.probes` runs
 # TensorFlow takes nearly all of a GPU's memory at its first operation: the benchmark's own
 # process and the fresh processes it starts take only what they use, so that they fit beside it.
-GPU_MEMORY_GROWTH = {**os.environ, "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+GPU_MEMORY_GROWTH = {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
 
 
 def run_probe(kind, *arguments, env=None, cwd=ROOT):
@@ -50,7 +50,7 @@ def run_probe(kind, *arguments, env=None, cwd=ROOT):
         capture_output=True,
         text=True,
         check=True,
-        env={**GPU_MEMORY_GROWTH, **(env or {})},
+        env={**os.environ, **GPU_MEMORY_GROWTH, **(env or {})},  # as the environment is now
         cwd=cwd,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
