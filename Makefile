@@ -36,7 +36,8 @@ data: $(INSTALLED)
 # pairs with the sentence pairs 10 times, 2000 tokens a batch; the average of the last 40
 # checkpoints, 25 steps apart (DEMO_ARGS="--keep-checkpoints 10" where 14 minutes reach only
 # about 1600 steps, so that the average stays clear of the warm-up), beam 4, alpha 1.0; the time
-# budget alone ends training; tests/test_quality.py checks that these are the study's), print its test BLEU and chrF, export it and translate a few German sentences.
+# budget alone ends training; tests/test_quality.py checks that these are the study's), print its
+# test BLEU and chrF, export it and translate a few German sentences.
 DEMO_DIR ?= runs/demo
 DEMO_EXPORT ?= exports/transformer
 DEMO_MINUTES ?= 14
