@@ -17,7 +17,7 @@ from common.run_dir import load_model
 from training import checkpointing, summary, train
 from training.checkpointing import current_step
 from training.plan import TrainingPlan
-from training.trainer import Trainer
+from training.trainer import Trainer, average_description
 
 NUMBERS = (GERMAN_NUMBERS, ENGLISH_NUMBERS)
 
@@ -201,6 +201,14 @@ def test_a_best_checkpoint_written_after_the_backup_is_dropped_on_resume(tmp_pat
     assert checkpoints.BestState.from_dict(state.to_dict(), "bleu") == state
     assert not state.better(7.5) and state.better(7.6) and not state.better(float("nan"))
     assert checkpoints.BestState("loss", 4, 2.0).better(1.9)
+
+
+def test_a_long_average_is_described_by_its_range():
+    """run.json and the summary name a few averaged steps one by one, and many (the demo
+    averages 40) by their count and range."""
+    assert average_description([25, 50]) == "the average of the checkpoints of steps 25, 50"
+    steps = [*range(2900, 3875, 25), 3874]
+    assert average_description(steps) == "the average of the 40 checkpoints of steps 2900 to 3874"
 
 
 @pytest.mark.parametrize(

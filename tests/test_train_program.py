@@ -116,7 +116,9 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
         "nrefs:1|case:mixed|eff:no|tok:13a" in printed and "nc:6|nw:2" in printed
     )  # BLEU 13a; chrF++
     assert (out / "export" / "1" / "saved_model.pb").is_file()
-    assert json.loads((out / "run.json").read_text())["config"]["vocab_size"] == 300
+    finished = json.loads((out / "run.json").read_text())
+    assert finished["config"]["vocab_size"] == 300
+    assert finished["finished"]["exported"] == "the average of the checkpoints of steps 20, 40"
 
     # The same command again finds the run finished: it trains nothing, exports no second
     # version and changes no file; also when its run.json predates a config field
@@ -423,6 +425,14 @@ def test_mixed_bfloat16_trains_without_nan(number_data, tmp_path, capsys):
         value for _, value in scalar_values(summaries(out / "logs" / "train")["batch_loss"][1])
     ]
     assert len(losses) == 12 and all(np.isfinite(losses)) and losses[-1] < losses[0]
+    # Its export (computing in bfloat16, as the policy was saved with the model) translates the
+    # test split as the run's model.keras did.
+    from common.engines import load_engine
+    from training import metrics
+
+    sources = [line.split("\t")[0] for line in (number_data / "test.tsv").read_text().splitlines()]
+    served = metrics.translate_all(load_engine(out / "export", beam_size=1), sources)
+    assert served == (out / "translations.test.txt").read_text().splitlines()
 
 
 def test_killed_run_resumes_from_its_backup(number_data, tmp_path):

@@ -53,6 +53,14 @@ def on_tensorflow():
     return keras.backend.backend() == "tensorflow"
 
 
+def average_description(steps):
+    """What an average of the checkpoints of `steps` is, for run.json and the summary: the steps
+    themselves while they are few, their count and range when many are averaged."""
+    if len(steps) <= 5:
+        return f"the average of the checkpoints of steps {', '.join(map(str, steps))}"
+    return f"the average of the {len(steps)} checkpoints of steps {steps[0]} to {steps[-1]}"
+
+
 class Trainer:
     """Owns one run of `plan` (a `TrainingPlan`): `run()` prepares, trains and finishes."""
 
@@ -742,8 +750,7 @@ class Trainer:
             return model, exported, {"metric": state.metric, "value": state.value}
         paths = checkpoints.list_checkpoints(self.directory.checkpoints)[-plan.checkpoints.keep :]
         model = self.directory.averaged_model(paths)
-        steps = ", ".join(str(checkpoints.step_of(p)) for p in paths)
-        exported = f"the average of the checkpoints of steps {steps}"
+        exported = average_description([checkpoints.step_of(p) for p in paths])
         if not plan.selection.keep_best:
             return model, exported, None
         value = self.validation_figure(model)
