@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import zipfile
 
 import numpy as np
 import pytest
@@ -425,10 +426,13 @@ def test_mixed_bfloat16_trains_without_nan(number_data, tmp_path, capsys):
         value for _, value in scalar_values(summaries(out / "logs" / "train")["batch_loss"][1])
     ]
     assert len(losses) == 12 and all(np.isfinite(losses)) and losses[-1] < losses[0]
-    # Its export (computing in bfloat16, as the policy was saved with the model) translates the
-    # test split as the run's model.keras did.
+    # The model keeps its policy (model.keras's config names it), and its export translates the
+    # test split exactly as the run's own translation of the same model did.
     from common.engines import load_engine
     from training import metrics
+
+    with zipfile.ZipFile(out / "model.keras") as saved:
+        assert "mixed_bfloat16" in saved.read("config.json").decode()
 
     sources = [line.split("\t")[0] for line in (number_data / "test.tsv").read_text().splitlines()]
     served = metrics.translate_all(load_engine(out / "export", beam_size=1), sources)
