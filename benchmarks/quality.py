@@ -688,7 +688,7 @@ STUDY = (
     ),
     # The rate 1.5 times as high is behind on both seeds in the chosen decoding (7.77 and 7.31
     # against 7.79 and 7.85, at 3557 and 3639 steps); label smoothing 0.3 is behind on seed 0
-    # (6.86 at 3769 steps) and seed 1 (7.11 at 3759 steps): neither is chosen.
+    # (6.85 at 3769 steps) and seed 1 (7.11 at 3759 steps): neither is chosen.
 )
 
 
