@@ -260,6 +260,9 @@ FEWER_AVERAGED = ((4, 1.0, 5, 1), TEN_AVERAGED)
 # wider beam. Alpha 1.2 among them became CHOSEN_DECODING.
 FORTY_SEARCHES = ((4, 0.6, 40, 1), (4, 0.8, 40, 1), CHOSEN_DECODING, (4, 1.5, 40, 1))
 FORTY_SEARCHES += ((1, 0.0, 40, 1), (8, 1.0, 40, 1))
+# The chosen decoding over the last 80 and 160 checkpoints (2000 and 4000 steps): the windows a
+# longer run may want.
+WIDER_WINDOWS = ((4, 1.2, 80, 1), (4, 1.2, 160, 1))
 # The decoding chosen in stage 2 and kept until the batch's choice (beam 4, alpha 0.6, the last 20
 # checkpoints): the test split of every earlier choice was scored in it.
 EARLIER_DECODING = (4, 0.6, 20, 1)
@@ -700,12 +703,12 @@ STUDY = (
         "smoothing-0.2-60-minutes",
         "time budget",
         *("--set", "label_smoothing=0.2"),
-        decodings=(CHOSEN_DECODING, (4, 1.2, 80, 1), (4, 1.2, 160, 1)),
+        decodings=(CHOSEN_DECODING, *WIDER_WINDOWS),
         test=CHOSEN_DECODING,
         budget=60,
         kept=5000,
         curve=(14, 30, 45),
-        curve_decodings=(CHOSEN_DECODING, (4, 1.2, 80, 1), (4, 1.2, 160, 1)),
+        curve_decodings=(CHOSEN_DECODING, *WIDER_WINDOWS),
     ),
     # With 40 averaged, validation fell from 7.56 at 14 minutes (3725 steps) to 7.35, 7.11 and
     # 6.55 at 30, 45 and 60 (test 7.71 to 6.34); 160 averaged led from 30 minutes on (7.91 there;
@@ -718,8 +721,8 @@ STUDY = (
         "time budget",
         *("--set", "label_smoothing=0.2"),
         seed=1,
-        decodings=(CHOSEN_DECODING, (4, 1.2, 80, 1), (4, 1.2, 160, 1)),
-        test=(4, 1.2, 160, 1),
+        decodings=(CHOSEN_DECODING, *WIDER_WINDOWS),
+        test=WIDER_WINDOWS[-1],
         budget=30,
         kept=160,
     ),
