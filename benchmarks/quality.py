@@ -466,8 +466,8 @@ STUDY = (
     # Where the curve goes (issue 39): stage 2's settings for 60 minutes, every checkpoint kept
     # so that the same run also gives the 14- and 30-minute points (the weights at a step do not
     # depend on the budget: the schedule and the data order depend on the step and the seed).
-    # Its checkpoints were gone when alpha 1.2 joined LONGER, so it was scored in the alphas it
-    # had (STAGE_3 and LONGER without 1.2); `make quality` would otherwise try to score it again.
+    # Its checkpoints were gone when alpha 1.2 joined LONGER, so it was scored in STAGE_3 without
+    # alpha 1.2 (COMBINED and LONGER_BEFORE_1_2); `make quality` would otherwise score it again.
     Run(
         f"{GROUND}-60-minutes",
         "time budget",
