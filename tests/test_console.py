@@ -220,7 +220,8 @@ def test_summary_prints_the_figures_and_paths(tmp_path):
         f"python -m serving.translate --model {export} ",
         f"python -m training.evaluate --model {run / 'model.keras'} --beam-size 1 "
         f"--output {run / 'translations.test.greedy.txt'}",
-        "make demo DEMO_MINUTES=30",
+        f'make demo DEMO_MINUTES=30 DEMO_ARGS="--keep-checkpoints 160" '
+        f"DEMO_DIR={tmp_path / 'run-30-minutes'} DEMO_EXPORT={tmp_path / 'export-30-minutes'}\n",
         ". .venv/bin/activate",
     ):
         assert expected in text, text

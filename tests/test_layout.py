@@ -219,6 +219,35 @@ def test_the_summary_s_commands_parse(tmp_path):
         parse_command(command)
 
 
+@pytest.mark.parametrize(
+    "run, export, fresh_run, fresh_export",
+    [
+        (
+            "runs/demo",
+            "exports/transformer",
+            "runs/demo-30-minutes",
+            "exports/transformer-30-minutes",
+        ),
+        ("my run/", ".", "my run-30-minutes", None),
+    ],
+)
+def test_the_summary_s_longer_run_is_a_fresh_one(run, export, fresh_run, fresh_export):
+    """The summary's `make demo DEMO_MINUTES=30` names new directories (the run's own would train
+    it on, past the top of the curve: benchmarks/QUALITY.md), and its DEMO_ARGS parse."""
+    from training import train
+
+    (line,) = [line for line in summary.summary(run, export) if line.strip().startswith("make")]
+    words = shlex.split(line, comments=True)
+    assert words[:3] == ["make", "demo", "DEMO_MINUTES=30"], line
+    variables = dict(word.split("=", 1) for word in words[2:])
+    assert variables["DEMO_DIR"] == fresh_run
+    expected_export = fresh_export or f"{pathlib.Path.cwd().name}-30-minutes"
+    assert variables["DEMO_EXPORT"] == expected_export
+    demo_args = shlex.split(variables["DEMO_ARGS"])  # after the Makefile's --run-dir $(DEMO_DIR)
+    args = train.build_parser().parse_args(["--run-dir", variables["DEMO_DIR"], *demo_args])
+    assert args.keep_checkpoints == 160
+
+
 def test_the_commands_printed_after_training_parse(tmp_path):
     """The commands a run under another backend than TensorFlow prints, to score and export
     its model (tests/test_train_program.py runs them too)."""

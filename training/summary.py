@@ -17,11 +17,6 @@ from common import checkpoints, console, flags
 from common.run_dir import RunDirectory
 from common.versions import latest_version
 
-DEMO_DIRS = (
-    pathlib.Path("runs/demo"),
-    pathlib.Path("exports/transformer"),
-)  # the Makefile's DEMO_DIR, DEMO_EXPORT
-
 
 def summary(run_dir, export_dir):
     """The summary's lines."""
@@ -82,18 +77,16 @@ def next_lines(run, export_dir):
     quoted = {
         name: shlex.quote(str(path))
         for name, path in (
-            ("run", run.path),
             ("export", export_dir),
             ("model", run.model),
             ("logs", run.logs),
             ("greedy", run.translations("test.greedy")),
         )
     }
-    demo = (
-        ""
-        if (run.path, export_dir) == DEMO_DIRS
-        else f" DEMO_DIR={quoted['run']} DEMO_EXPORT={quoted['export']}"
-    )
+    longer = {  # a fresh run: the same directories would train this run on instead
+        name: shlex.quote(str(path.parent / f"{path.absolute().name}-30-minutes"))
+        for name, path in (("run", run.path), ("export", export_dir))
+    }
     return [
         "",
         "Next, from the repository root after `. .venv/bin/activate`:",
@@ -101,8 +94,10 @@ def next_lines(run, export_dir):
         f"  python -m training.evaluate --model {quoted['model']} --beam-size 1 "
         f"--output {quoted['greedy']}   # test scores with greedy search",
         f"  tensorboard --logdir {quoted['logs']}   # the training curves, at http://localhost:6006",
-        f"  make demo DEMO_MINUTES=30{demo}   # the run trains on from its backup, for up to 30 "
-        "more minutes",
+        "  # a fresh 30-minute run that averages its last 160 checkpoints, where 30 minutes reach",
+        "  # about 8000 steps (docs/quickstart.md):",
+        f'  make demo DEMO_MINUTES=30 DEMO_ARGS="--keep-checkpoints 160" '
+        f"DEMO_DIR={longer['run']} DEMO_EXPORT={longer['export']}",
     ]
 
 
