@@ -6,6 +6,7 @@ import ast
 import importlib
 import json
 import pathlib
+import re
 import shlex
 
 import pytest
@@ -219,6 +220,17 @@ def test_the_summary_s_commands_parse(tmp_path):
         parse_command(command)
 
 
+def make_demo_command(program, variables):
+    """The words after `python -m PROGRAM` in the Makefile's `demo` recipe, with each $(NAME) as
+    `make demo NAME=...` sets it (`variables`), or else as the Makefile's `NAME ?= ...` does."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.replace("\\\n", " ").split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    (line,) = [line for line in recipe.splitlines() if f" -m {program} " in line]
+    defaults = dict(re.findall(r"^(\w+) \?= ?(.*)$", makefile, re.M))
+    line = line.split(f" -m {program} ", 1)[1]
+    return shlex.split(re.sub(r"\$\((\w+)\)", lambda m: variables.get(m[1], defaults[m[1]]), line))
+
+
 @pytest.mark.parametrize(
     "run, export, fresh_run, fresh_export",
     [
@@ -228,24 +240,33 @@ def test_the_summary_s_commands_parse(tmp_path):
             "runs/demo-30-minutes",
             "exports/transformer-30-minutes",
         ),
-        ("my run/", ".", "my run-30-minutes", None),
+        ("my run/", ".", "my run-30-minutes", f"../{pathlib.Path.cwd().name}-30-minutes"),
     ],
 )
 def test_the_summary_s_longer_run_is_a_fresh_one(run, export, fresh_run, fresh_export):
-    """The summary's `make demo DEMO_MINUTES=30` names new directories (the run's own would train
-    it on, past the top of the curve: benchmarks/QUALITY.md), and its DEMO_ARGS parse."""
+    """The summary's `make demo DEMO_MINUTES=30 ...` trains a new run in new directories beside
+    the run's (its own would train it on, past the top of the curve: benchmarks/QUALITY.md) and
+    keeps 160 checkpoints, as the Makefile's recipe receives it; that run's summary suggests no
+    third."""
+    from serving import translate
     from training import train
 
     (line,) = [line for line in summary.summary(run, export) if line.strip().startswith("make")]
     words = shlex.split(line, comments=True)
-    assert words[:3] == ["make", "demo", "DEMO_MINUTES=30"], line
+    assert words[:2] == ["make", "demo"], line
     variables = dict(word.split("=", 1) for word in words[2:])
-    assert variables["DEMO_DIR"] == fresh_run
-    expected_export = fresh_export or f"{pathlib.Path.cwd().name}-30-minutes"
-    assert variables["DEMO_EXPORT"] == expected_export
-    demo_args = shlex.split(variables["DEMO_ARGS"])  # after the Makefile's --run-dir $(DEMO_DIR)
-    args = train.build_parser().parse_args(["--run-dir", variables["DEMO_DIR"], *demo_args])
-    assert args.keep_checkpoints == 160
+    fresh_run, fresh_export = pathlib.Path(fresh_run), pathlib.Path(fresh_export).resolve()
+    trained = train.build_parser().parse_args(make_demo_command("training.train", variables))
+    assert (trained.run_dir, trained.export_dir.resolve()) == (fresh_run, fresh_export)
+    assert (trained.max_minutes, trained.keep_checkpoints) == (30, 160)
+    translated = translate.build_parser().parse_args(
+        make_demo_command("serving.translate", variables)
+    )
+    summarized = summary.build_parser().parse_args(make_demo_command("training.summary", variables))
+    assert pathlib.Path(translated.model).resolve() == fresh_export
+    assert (summarized.run_dir, summarized.export_dir.resolve()) == (fresh_run, fresh_export)
+    longer = summary.summary(fresh_run, fresh_export)
+    assert not any(line.strip().startswith("make") for line in longer)
 
 
 def test_the_commands_printed_after_training_parse(tmp_path):

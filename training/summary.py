@@ -10,12 +10,15 @@ takes no time.
 """
 
 import json
+import os
 import pathlib
 import shlex
 
 from common import checkpoints, console, flags
 from common.run_dir import RunDirectory
 from common.versions import latest_version
+
+LONGER = "-30-minutes"  # the suffix of the longer run's directories
 
 
 def summary(run_dir, export_dir):
@@ -83,22 +86,33 @@ def next_lines(run, export_dir):
             ("greedy", run.translations("test.greedy")),
         )
     }
-    longer = {  # a fresh run: the same directories would train this run on instead
-        name: shlex.quote(str(path.parent / f"{path.absolute().name}-30-minutes"))
-        for name, path in (("run", run.path), ("export", export_dir))
-    }
-    return [
+    longer = {name: shlex.quote(str(path)) for name, path in longer_run_dirs(run, export_dir)}
+    lines = [
         "",
         "Next, from the repository root after `. .venv/bin/activate`:",
         f'  python -m serving.translate --model {quoted["export"]} "Wie spät ist es?"',
         f"  python -m training.evaluate --model {quoted['model']} --beam-size 1 "
         f"--output {quoted['greedy']}   # test scores with greedy search",
         f"  tensorboard --logdir {quoted['logs']}   # the training curves, at http://localhost:6006",
-        "  # a fresh 30-minute run that averages its last 160 checkpoints, where 30 minutes reach",
-        "  # about 8000 steps (docs/quickstart.md):",
+    ]
+    if run.path.name.endswith(LONGER):
+        return lines
+    return lines + [
+        "  # a fresh 30-minute run that averages its last 160 checkpoints (4000 steps), for a",
+        "  # machine that reaches about 8000 steps in 30 minutes (on a slower one, keep the",
+        "  # checkpoints of about half its steps, one every 25: docs/quickstart.md):",
         f'  make demo DEMO_MINUTES=30 DEMO_ARGS="--keep-checkpoints 160" '
         f"DEMO_DIR={longer['run']} DEMO_EXPORT={longer['export']}",
     ]
+
+
+def longer_run_dirs(run, export_dir):
+    """New directories beside the run's and the export's for the longer run: the same ones would
+    train this run on instead, past the top of the curve (benchmarks/QUALITY.md)."""
+    for name, path in (("run", run.path), ("export", export_dir)):
+        if path.name in ("", ".."):
+            path = pathlib.Path(os.path.normpath(path.absolute()))
+        yield name, path.parent / f"{path.name}{LONGER}"
 
 
 def build_parser():
