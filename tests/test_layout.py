@@ -240,10 +240,12 @@ def make_demo_command(program, variables):
             "runs/demo-30-minutes",
             "exports/transformer-30-minutes",
         ),
-        ("my run/", ".", "my run-30-minutes", f"../{pathlib.Path.cwd().name}-30-minutes"),
+        ("my run/", ".", "my run-30-minutes", None),  # None: beside the working directory
     ],
 )
-def test_the_summary_s_longer_run_is_a_fresh_one(run, export, fresh_run, fresh_export):
+def test_the_summary_s_longer_run_is_a_fresh_one(
+    run, export, fresh_run, fresh_export, tmp_path, monkeypatch
+):
     """The summary's `make demo DEMO_MINUTES=30 ...` trains a new run in new directories beside
     the run's (its own would train it on, past the top of the curve: benchmarks/QUALITY.md) and
     keeps 160 checkpoints, as the Makefile's recipe receives it; that run's summary suggests no
@@ -251,6 +253,8 @@ def test_the_summary_s_longer_run_is_a_fresh_one(run, export, fresh_run, fresh_e
     from serving import translate
     from training import train
 
+    monkeypatch.chdir(tmp_path)
+    fresh_export = fresh_export or f"../{tmp_path.name}-30-minutes"
     (line,) = [line for line in summary.summary(run, export) if line.strip().startswith("make")]
     words = shlex.split(line, comments=True)
     assert words[:2] == ["make", "demo"], line
@@ -267,6 +271,14 @@ def test_the_summary_s_longer_run_is_a_fresh_one(run, export, fresh_run, fresh_e
     assert (summarized.run_dir, summarized.export_dir.resolve()) == (fresh_run, fresh_export)
     longer = summary.summary(fresh_run, fresh_export)
     assert not any(line.strip().startswith("make") for line in longer)
+
+
+def test_the_summary_suggests_no_longer_run_where_it_exists(tmp_path):
+    """Once the longer run's directory exists, the same command would train it on: not suggested."""
+    run, export = tmp_path / "demo", tmp_path / "export"
+    assert any(line.strip().startswith("make") for line in summary.summary(run, export))
+    (tmp_path / "demo-30-minutes").mkdir()
+    assert not any(line.strip().startswith("make") for line in summary.summary(run, export))
 
 
 def test_the_commands_printed_after_training_parse(tmp_path):

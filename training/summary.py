@@ -86,7 +86,6 @@ def next_lines(run, export_dir):
             ("greedy", run.translations("test.greedy")),
         )
     }
-    longer = {name: shlex.quote(str(path)) for name, path in longer_run_dirs(run, export_dir)}
     lines = [
         "",
         "Next, from the repository root after `. .venv/bin/activate`:",
@@ -95,8 +94,10 @@ def next_lines(run, export_dir):
         f"--output {quoted['greedy']}   # test scores with greedy search",
         f"  tensorboard --logdir {quoted['logs']}   # the training curves, at http://localhost:6006",
     ]
-    if run.path.name.endswith(LONGER):
+    longer = dict(longer_run_dirs(run, export_dir))
+    if run.path.name.endswith(LONGER) or longer["run"].exists():  # it would train that run on
         return lines
+    longer = {name: shlex.quote(str(path)) for name, path in longer.items()}
     return lines + [
         "  # a fresh 30-minute run that averages its last 160 checkpoints (4000 steps), for a",
         "  # machine that reaches about 8000 steps in 30 minutes (on a slower one, keep the",
