@@ -30,6 +30,9 @@ Abbau {m} (Druck; Vakuum) :: decay (pressure; vacuum)
 nach Abzug von … :: after deducting …
 eine Absage an etw. :: a rejection of sth.
 jdm. etw. erklären :: to explain sth. to sb.
+Das genügt. <Das reicht.> :: That will do.
+etw. aufgeben :: to give up <> sth.
+Namedropping {n} (Angeben (mit Bekannten)) :: name-dropping <name-drop> <name--dropping <namedrop>>
 Es regnet. | Was ist los? :: It is raining. | What's up?
 a line without the separator
 eins | zwei :: one
@@ -52,13 +55,14 @@ def test_parser_keeps_sentences_without_annotations(ding_file):
         ("Ich halte das für einen Fehler.", "I consider that a mistake."),
         ("Er war ein Jahr im Gefängnis.", "He spent a year in prison/jail."),
         ("Guten Morgen!", "Good morning!"),
+        ("Das genügt.", "That will do."),  # its other wording <...> removed: a sentence again
         ("Es regnet.", "It is raining."),
         ("Was ist los?", "What's up?"),
     ]
     assert corpus.skipped == {
         # Haus, Häuser, Rechner, Rechner {pl}, kaputt, Abbau, nach Abzug von …, eine Absage an
-        # etw., jdm. etw. erklären
-        "word or phrase, not a sentence": 9,
+        # etw., jdm. etw. erklären, etw. aufgeben, Namedropping
+        "word or phrase, not a sentence": 11,
         "duplicate pair": 1,
         "no ' :: ' between German and English": 1,
         "'|' sub-entries do not align": 1,
@@ -73,6 +77,10 @@ def test_parser_option_keeps_words_and_phrases(ding_file):
     assert ("Abbau", "decay") in pairs  # the ';' inside parentheses does not split the entry
     assert ("eine Absage an etw.", "a rejection of sth.") in pairs
     assert ("Das Haus ist groß.", "The house is big.") in pairs
+    # Other spellings and a separable verb's <> go, nested annotations whole.
+    assert ("etw. aufgeben", "to give up sth.") in pairs
+    assert ("Namedropping", "name-dropping") in pairs
+    assert not any(set("<>()") & set(de + en) for de, en in pairs)
 
 
 def test_split_is_deterministic_disjoint_and_sized():
@@ -255,7 +263,7 @@ def test_fetch_failure_is_clear_and_leaves_nothing(tmp_path, monkeypatch):
 def test_prepare_stores_a_tfds_dataset_once(ding_file, tmp_path):
     dataset_dir = ding.prepare(tmp_path / "cache", ding_file=ding_file, verbose=0)
     report = json.loads((dataset_dir / "report.json").read_text())
-    assert report["pairs"] == 7 and sum(report["splits"].values()) == 7
+    assert report["pairs"] == 8 and sum(report["splits"].values()) == 8
     pairs = set()
     for split in (name for name, count in report["splits"].items() if count):
         for de, en in ding.load(split, dataset_dir).as_numpy_iterator():
@@ -290,7 +298,7 @@ def test_command_line(ding_file, tmp_path):
     assert "--data-dir" in help_text and "--phrases" in help_text and "--ding-file" in help_text
     program = ["-m", "training.prepare_ding"]
     completed = run_python(*program, "--ding-file", ding_file, "--data-dir", tmp_path / "cache")
-    assert "7 pairs kept" in completed.stdout and "dataset written to" in completed.stdout
+    assert "8 pairs kept" in completed.stdout and "dataset written to" in completed.stdout
     absent = ["--ding-file", tmp_path / "absent", "--data-dir", tmp_path / "other"]
     failed = run_python(*program, *absent, status=1)
     assert "absent: no such file" in failed.stderr

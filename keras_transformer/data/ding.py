@@ -2,8 +2,10 @@
 
 Debian's package `trans-de-en` (GPL-2+, about 6 MB) holds `/usr/share/trans/de-en`, lines
 `de | de2 :: en | en2` whose `|`-separated sub-entries align by position, with `;` between
-synonyms and annotations in braces ({n} grammar), brackets ([ugs.] labels) and parentheses.
-About 19,000 sub-entries are example sentences; the rest are words and phrases.
+synonyms and annotations in braces ({n} grammar), brackets ([ugs.] labels), parentheses and
+angle brackets (<Bhf.> abbreviations and other spellings; `to give up <> sth.` marks where a
+separable verb's object goes), some of them nested. About 19,000 sub-entries are example
+sentences; the rest are words and phrases.
 
 The package is fetched without root (`data/debian.py`) into a cache directory outside the
 repository, or the installed file is used. The sentence pairs are split deterministically by a
@@ -30,10 +32,11 @@ PACKAGE_FILE = pathlib.PurePosixPath(
 )  # where the package installs the dictionary
 DATASET_NAME = "ding_de_en"
 DATASET_VERSION = "1.0.0"
-PARSER_VERSION = 4  # part of the cache key: a prepared dataset is rebuilt when the parser changes
+PARSER_VERSION = 5  # part of the cache key: a prepared dataset is rebuilt when the parser changes
 SPLIT_FRACTIONS = {"test": 0.04, "validation": 0.04}  # about 870 sentence pairs each
 
-ANNOTATION = re.compile(r"\{[^}]*\}|\[[^\]]*\]|\([^)]*\)")
+# An annotation holding no other: removed innermost first, so nested ones go whole.
+ANNOTATION = re.compile(r"\{[^{}]*\}|\[[^\[\]]*\]|\([^()]*\)|<[^<>]*>")
 SENTENCE_END = re.compile(r"[.!?][\"'”’»)]*$")
 # Dictionary placeholders (etwas, jemandem, something, somebody, ...): a phrase, not a sentence.
 PLACEHOLDER = re.compile(r"…|\.\.\.|\b(etw|jdm|jdn|jds|jd|sth|sb|usw|etc)\.")
@@ -49,8 +52,11 @@ def default_cache_dir():
 
 
 def clean(text):
-    """A dictionary entry without annotations ({n}, [ugs.], (...)) or extra whitespace."""
-    return " ".join(ANNOTATION.sub(" ", text).split())
+    """A dictionary entry without annotations ({n}, [ugs.], (...), <...>, nested ones too) or
+    extra whitespace."""
+    while (inner_removed := ANNOTATION.sub(" ", text)) != text:
+        text = inner_removed
+    return " ".join(text.split())
 
 
 def first_alternative(entry):
