@@ -789,6 +789,20 @@ STUDY = (
         kept=40,
         decodings=(CHOSEN_DECODING,),
     ),
+    # 7.01 at 3649 steps (147 GFLOP/s; the parser-4 run: 3850 steps, 161 GFLOP/s): 0.78 behind.
+    # Looked into: every annotation the parser now removes was compared with parser 4's text on
+    # the whole file (2,465 sub-entries differ, each by <...> or a nested annotation removed, none
+    # by more). Then seed 1, declared before it ran, against parser 4's 7.85: the two seeds' mean
+    # against 7.82 says what the fix costs or buys; the fix stays either way (a correction of
+    # the data, not a setting), and the README quotes a fresh-clone demo on it.
+    Run(
+        f"{CHOSEN_RUN}-ding-parser-5-seed-1",
+        "data",
+        CHOSEN_FLAGS,
+        seed=1,
+        kept=40,
+        decodings=(CHOSEN_DECODING,),
+    ),
 )
 
 
