@@ -30,7 +30,7 @@ Abbau {m} (Druck; Vakuum) :: decay (pressure; vacuum)
 nach Abzug von … :: after deducting …
 eine Absage an etw. :: a rejection of sth.
 jdm. etw. erklären :: to explain sth. to sb.
-Das genügt. <Das reicht.> :: That will do.
+Das genügt. <genügen> :: That will do.
 etw. aufgeben :: to give up <> sth.
 Namedropping {n} (Angeben (mit Bekannten)) :: name-dropping <name-drop> <name--dropping <namedrop>>
 Es regnet. | Was ist los? :: It is raining. | What's up?
@@ -55,7 +55,7 @@ def test_parser_keeps_sentences_without_annotations(ding_file):
         ("Ich halte das für einen Fehler.", "I consider that a mistake."),
         ("Er war ein Jahr im Gefängnis.", "He spent a year in prison/jail."),
         ("Guten Morgen!", "Good morning!"),
-        ("Das genügt.", "That will do."),  # its other wording <...> removed: a sentence again
+        ("Das genügt.", "That will do."),  # its <...> removed: a sentence again
         ("Es regnet.", "It is raining."),
         ("Was ist los?", "What's up?"),
     ]
