@@ -51,7 +51,7 @@ demo: $(INSTALLED)
 	$(BIN)/python -m serving.translate --model "$(DEMO_EXPORT)" "Guten Morgen." \
 		"Das Haus ist sehr alt." "Ich habe heute keine Zeit." "Wo ist der Bahnhof?" \
 		"Er spricht gut Englisch."
-	$(BIN)/python -m training.summary --run-dir "$(DEMO_DIR)" --export-dir "$(DEMO_EXPORT)"
+	$(BIN)/python -m training.summary --run-dir "$(DEMO_DIR)" --export-dir "$(DEMO_EXPORT)" --demo
 
 # Speed and memory against peers measured in the same run (about 20 minutes on 2 cores; the
 # served path translates the Ding test split): rewrites benchmarks/README.md and results.json.

@@ -206,7 +206,7 @@ def fake_run(tmp_path, scores=True):
 def test_summary_prints_the_figures_and_paths(tmp_path):
     run, export = fake_run(tmp_path)
     text = run_python(
-        "-m", "training.summary", "--run-dir", str(run), "--export-dir", str(export)
+        "-m", "training.summary", "--run-dir", str(run), "--export-dir", str(export), "--demo"
     ).stdout
     for expected in (
         "test BLEU 4.5, chrF 25.3, chrF++ 23.2",
@@ -226,6 +226,21 @@ def test_summary_prints_the_figures_and_paths(tmp_path):
     ):
         assert expected in text, text
     assert "not been scored" not in text
+
+
+def test_only_a_demo_s_summary_suggests_a_longer_demo(tmp_path):
+    """`make demo` trains the demo's settings: a run trained otherwise is not told to run it
+    (the Makefile passes --demo); --demo takes no value."""
+    run, export = fake_run(tmp_path)
+    text = "\n".join(summary.summary(run, export))
+    assert "python -m serving.translate" in text and "make demo" not in text
+    assert "make demo DEMO_MINUTES=30" in "\n".join(summary.summary(run, export, demo=True))
+    failed = conftest_run_python(
+        *("-m", "training.summary", "--run-dir", run, "--export-dir", export, "--demo=yes"),
+        status=2,
+    )
+    (error,) = failed.stderr.strip().splitlines()[-1:]
+    assert "--demo" in error and "ignored explicit argument 'yes'" in error, failed.stderr
 
 
 def test_summary_of_a_run_not_scored(tmp_path):

@@ -255,7 +255,9 @@ def test_the_summary_s_longer_run_is_a_fresh_one(
 
     monkeypatch.chdir(tmp_path)
     fresh_export = fresh_export or f"../{tmp_path.name}-30-minutes"
-    (line,) = [line for line in summary.summary(run, export) if line.strip().startswith("make")]
+    (line,) = [
+        line for line in summary.summary(run, export, demo=True) if line.strip().startswith("make")
+    ]
     words = shlex.split(line, comments=True)
     assert words[:2] == ["make", "demo"], line
     variables = dict(word.split("=", 1) for word in words[2:])
@@ -269,16 +271,19 @@ def test_the_summary_s_longer_run_is_a_fresh_one(
     summarized = summary.build_parser().parse_args(make_demo_command("training.summary", variables))
     assert pathlib.Path(translated.model).resolve() == fresh_export
     assert (summarized.run_dir, summarized.export_dir.resolve()) == (fresh_run, fresh_export)
-    longer = summary.summary(fresh_run, fresh_export)
+    assert summarized.demo  # the recipe's summary is a demo's
+    longer = summary.summary(fresh_run, fresh_export, demo=True)
     assert not any(line.strip().startswith("make") for line in longer)
 
 
 def test_the_summary_suggests_no_longer_run_where_it_exists(tmp_path):
     """Once the longer run's directory exists, the same command would train it on: not suggested."""
     run, export = tmp_path / "demo", tmp_path / "export"
-    assert any(line.strip().startswith("make") for line in summary.summary(run, export))
+    assert any(line.strip().startswith("make") for line in summary.summary(run, export, demo=True))
     (tmp_path / "demo-30-minutes").mkdir()
-    assert not any(line.strip().startswith("make") for line in summary.summary(run, export))
+    assert not any(
+        line.strip().startswith("make") for line in summary.summary(run, export, demo=True)
+    )
 
 
 def test_the_commands_printed_after_training_parse(tmp_path):

@@ -2,11 +2,12 @@
 which checkpoints, or the best, with its validation figure), where its model, export, TensorBoard
 logs and test translations are, and commands to try next.
 
-    python -m training.summary --run-dir runs/demo --export-dir exports/transformer
+    python -m training.summary --run-dir runs/demo --export-dir exports/transformer --demo
 
-`make demo` ends with it. It reads only files (RUN_DIR/translations.test.txt.scores.json,
-RUN_DIR/checkpoints/step-NNNNNNN.weights.npz, RUN_DIR/run.json, EXPORT_DIR/<version>/), so it
-takes no time.
+`make demo` ends with it, passing `--demo`: a run of the demo's settings, to which the commands
+add a fresh 30-minute demo (for another run, that would train other settings). It reads only files
+(RUN_DIR/translations.test.txt.scores.json, RUN_DIR/checkpoints/step-NNNNNNN.weights.npz,
+RUN_DIR/run.json, EXPORT_DIR/<version>/), so it takes no time.
 """
 
 import json
@@ -21,8 +22,8 @@ from common.versions import latest_version
 LONGER = "-30-minutes"  # the suffix of the longer run's directories
 
 
-def summary(run_dir, export_dir):
-    """The summary's lines."""
+def summary(run_dir, export_dir, demo=False):
+    """The summary's lines; with `demo`, the run is `make demo`'s."""
     run, export_dir = RunDirectory(run_dir), pathlib.Path(export_dir)
     lines = [f"Summary of the run in {run}:", *score_lines(run.scores("test"))]
     found = checkpoints.list_checkpoints(run.checkpoints)
@@ -44,7 +45,7 @@ def summary(run_dir, export_dir):
     ):
         missing = " (missing)" if path is not None and not path.exists() else ""
         lines.append(f"  {what + ':':19}{path or f'none in {export_dir}'}{missing}")
-    return lines + next_lines(run, export_dir)
+    return lines + next_lines(run, export_dir, demo)
 
 
 def final_model(run):
@@ -75,8 +76,10 @@ def score_lines(scores_file):
         ]
 
 
-def next_lines(run, export_dir):
-    """Commands to try next (tests/test_layout.py parses each with its program's parser)."""
+def next_lines(run, export_dir, demo):
+    """Commands to try next (tests/test_layout.py parses each with its program's parser); for a
+    run of `make demo` (`demo`), a fresh 30-minute one: `make demo` trains the demo's settings,
+    not this run's."""
     quoted = {
         name: shlex.quote(str(path))
         for name, path in (
@@ -95,8 +98,8 @@ def next_lines(run, export_dir):
         f"  tensorboard --logdir {quoted['logs']}   # the training curves, at http://localhost:6006",
     ]
     longer = dict(longer_run_dirs(run, export_dir))
-    if run.path.name.endswith(LONGER) or longer["run"].exists():  # it would train that run on
-        return lines
+    if not demo or run.path.name.endswith(LONGER) or longer["run"].exists():
+        return lines  # where the longer run's directory exists, it would train that run on
     longer = {name: shlex.quote(str(path)) for name, path in longer.items()}
     return lines + [
         "  # a fresh 30-minute run that averages its last 160 checkpoints (4000 steps), for a",
@@ -120,6 +123,12 @@ def build_parser():
     parser = flags.parser(__doc__, "training.summary")
     flags.add_run_dir(parser)
     flags.add_export_dir(parser)
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="the run is make demo's (the Makefile passes it): also suggest a fresh 30-minute "
+        "demo beside it",
+    )
     return parser
 
 
@@ -128,7 +137,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     if not args.run_dir.is_dir():
         console.fail(f"--run-dir {args.run_dir} is not a directory")
-    print("\n".join(summary(args.run_dir, args.export_dir)))
+    print("\n".join(summary(args.run_dir, args.export_dir, args.demo)))
 
 
 if __name__ == "__main__":
