@@ -25,6 +25,7 @@ rewritten.
 import argparse
 import dataclasses
 import datetime
+import hashlib
 import json
 import os
 import pathlib
@@ -157,8 +158,19 @@ class Run:
         ]
 
     def tokenizer_key(self):
-        """Runs with the same vocabulary size and training text share one trained tokenizer."""
+        """Runs with the same vocabulary size and training text share one trained tokenizer: the
+        key names the corpus (for Ding, the parser's version, which changes its text) and how
+        it is mixed."""
         flags = self.training_flags(0)
+        dataset = flag_value(flags, "--dataset", "ding")
+        if dataset == "ding":
+            from keras_transformer.data import ding
+
+            corpus = f"ding{ding.PARSER_VERSION}"
+        else:  # a path: a short digest keeps the file name short
+            corpus = (
+                f"{dataset.partition(':')[0]}-{hashlib.sha256(dataset.encode()).hexdigest()[:8]}"
+            )
         mix = (
             f"phrases-x{flag_value(flags, '--sentence-repeats', 1)}"
             + ("-tagged" if "--tag-phrases" in flags else "")
@@ -166,7 +178,7 @@ class Run:
             else "sentences"
         )
         model = flag_value(flags, "--subword-model", "bpe")
-        return f"{mix}-{flag_value(flags, '--vocab-size')}" + (
+        return f"{corpus}-{mix}-{flag_value(flags, '--vocab-size')}" + (
             "" if model == "bpe" else f"-{model}"
         )
 
@@ -862,12 +874,12 @@ def run_child(run, work_dir, minutes, score_only=False):
     run_dir = work_dir / run.name
     tokenizer = work_dir / "tokenizers" / f"{run.tokenizer_key()}.model"
     flags = [*run.training_flags(minutes), "--run-dir", str(run_dir)]
-    if score_only:  # the tokenizer as the run was trained: the shared one, or its own
-        shared = "tokenizer" in RunDirectory(run_dir).read_settings()["vocabulary"]
-    else:
-        shared = tokenizer.is_file()
-    if shared:  # the tokenizer's model type is its own
-        flags = [*without_flag(flags, "--subword-model"), "--tokenizer", str(tokenizer)]
+    if score_only:  # the tokenizer as the run was trained: the shared one it names, or its own
+        given = RunDirectory(run_dir).read_settings()["vocabulary"].get("tokenizer")
+    else:  # without one, the run trains its own and shares it (train_and_describe)
+        given = tokenizer if tokenizer.is_file() else None
+    if given:  # the tokenizer's model type is its own
+        flags = [*without_flag(flags, "--subword-model"), "--tokenizer", str(given)]
     started = time.monotonic()
     trainer = Trainer(TrainingPlan.from_flags(train.build_parser().parse_args(flags)))
     path = run_dir / "result.json"

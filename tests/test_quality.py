@@ -14,6 +14,7 @@ import pytest
 from conftest import number_pairs, tiny_flags
 
 from benchmarks import quality
+from keras_transformer.data import ding
 
 
 @pytest.fixture
@@ -84,11 +85,13 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
             and 0 <= score["chrf"] <= 100
             and 0 < score["brevity_penalty"] <= 1
         )
-    # The two runs share one tokenizer, trained by the first.
-    assert [p.name for p in (work / "tokenizers").iterdir()] == ["sentences-300.model"]
+    # The two runs share one tokenizer, trained by the first, named by the corpus (a digest of
+    # its path), the mixture and the size.
+    [shared] = [p.name for p in (work / "tokenizers").iterdir()]
+    assert re.fullmatch(r"tsv-[0-9a-f]{8}-sentences-300\.model", shared)
     assert json.loads((work / "confirm" / "run.json").read_text())["vocabulary"][
         "tokenizer"
-    ].endswith("sentences-300.model")
+    ].endswith(shared)
 
     report = tmp_path / "QUALITY.md"
     report.write_text(
@@ -145,6 +148,11 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
         assert quality.results(work, minutes=5) == [first, second]
         assert more.missing(second) == [(None, "validation", (1, 0.0, 2))]
         assert confirm.missing(second) == []
+        # Scored, it takes the tokenizer its run.json names, though the key has changed since
+        # (as a new Ding parser changes it).
+        patch.setattr(quality.Run, "tokenizer_key", lambda run: "renamed")
+        quality.run_child(more, work, minutes=more.minutes(5), score_only=True)
+        assert more.missing(json.loads((work / "confirm" / "result.json").read_text())) == []
     # Nor does a result of an earlier version of the study (the code it measured has changed).
     with monkeypatch.context() as patch:
         patch.setattr(quality, "STUDY_VERSION", quality.STUDY_VERSION + 1)
@@ -307,9 +315,9 @@ def test_every_recorded_run_is_scored_as_the_study_defines_it(tmp_path):
     assert missing == {name: [] for name in missing}
 
 
-def test_runs_share_a_tokenizer_only_when_they_train_it_on_the_same_text():
+def test_runs_share_a_tokenizer_only_when_they_train_it_on_the_same_text(monkeypatch):
     """The study trains one tokenizer per vocabulary and training text: a tagged mixture's
-    (--tag-phrases) is not an untagged one's, nor one of other repeats or size."""
+    (--tag-phrases) is not an untagged one's, nor one of other repeats, size or Ding parser."""
     keys = {
         quality.Run("r", "lever", flags).tokenizer_key()
         for flags in (
@@ -322,3 +330,6 @@ def test_runs_share_a_tokenizer_only_when_they_train_it_on_the_same_text():
     assert len(keys) == 4
     same_text = (*quality.CHOSEN_FLAGS, "--set", "norm_first=true", "--seed", "1")
     assert quality.Run("r", "lever", same_text).tokenizer_key() in keys
+    # A new Ding parser changes the text, and so the key.
+    monkeypatch.setattr(ding, "PARSER_VERSION", ding.PARSER_VERSION + 1)
+    assert quality.Run("r", "lever", same_text).tokenizer_key() not in keys
