@@ -551,6 +551,14 @@ TAG_PHRASES = Option(
     "domain tag, Kobus et al., 2017), so that the model tells the dictionary's entries from "
     "sentences; what it translates has no tag and is translated as the sentences",
 )
+SENTENCE_ALTERNATIVES = Option(
+    "--sentence-alternatives",
+    action="store_true",
+    default=False,
+    help="with --phrases: the other translations the dictionary lists of each training sentence "
+    "(its ';' synonyms and ' / ' sentences, about 2,900 pairs) are trained on as sentence pairs "
+    "too, repeated with them; validation and test are unchanged",
+)
 VOCAB_SIZE = Option(
     "--vocab-size",
     type=at_least(VOCAB_MINIMUM),
@@ -570,9 +578,10 @@ def add_phrases(parser):
 
 
 def add_corpus_shaping(parser):
-    """--sentence-repeats, --tag-phrases, --vocab-size and --max-length: how a corpus becomes
-    training pairs (training.train, and training.binarize which does it once)."""
-    for option in (SENTENCE_REPEATS, TAG_PHRASES, VOCAB_SIZE, MAX_LENGTH):
+    """--sentence-repeats, --tag-phrases, --sentence-alternatives, --vocab-size and
+    --max-length: how a corpus becomes training pairs (training.train, and training.binarize
+    which does it once)."""
+    for option in (SENTENCE_REPEATS, TAG_PHRASES, SENTENCE_ALTERNATIVES, VOCAB_SIZE, MAX_LENGTH):
         option.add(parser)
 
 

@@ -270,7 +270,7 @@ FLAGS = {
     "dataset": "--dataset",
     "languages": "--source-language/--target-language",
     "max_length": "--max-length",
-    "phrases": "--phrases/--sentence-repeats/--tag-phrases",
+    "phrases": "--phrases/--sentence-repeats/--tag-phrases/--sentence-alternatives",
     "precision": "--mixed-precision",
     "seed": "--seed",
     "steps_per_epoch": "--steps-per-epoch",

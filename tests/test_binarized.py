@@ -144,6 +144,7 @@ def test_binarize_counts_what_it_drops_and_keeps_the_texts(text_data, tmp_path):
         (["--splits", "train", "dev"], "--splits dev: the split of tsv:"),
         (["--sentence-repeats", "3"], "--sentence-repeats up-samples the sentences"),
         (["--tag-phrases"], "--tag-phrases tags the phrase pairs: it needs --phrases"),
+        (["--sentence-alternatives"], "--sentence-alternatives adds sentence pairs to the phrase"),
     ],
 )
 def test_binarize_refuses_bad_input_and_writes_nothing(text_data, tmp_path, capsys, extra, message):

@@ -34,6 +34,8 @@ Das genügt. <genügen> :: That will do.
 etw. aufgeben :: to give up <> sth.
 Namedropping {n} (Angeben (mit Bekannten)) :: name-dropping <name-drop> <name--dropping <namedrop>>
 Es regnet. | Was ist los? :: It is raining. | What's up?
+Vielen Dank!; Danke schön! {interj} :: Thank you!; Thanks a lot!
+Was ist los?; Was gibt's? :: What's up?
 a line without the separator
 eins | zwei :: one
 {n} :: [Br.]
@@ -58,12 +60,21 @@ def test_parser_keeps_sentences_without_annotations(ding_file):
         ("Das genügt.", "That will do."),  # its <...> removed: a sentence again
         ("Es regnet.", "It is raining."),
         ("Was ist los?", "What's up?"),
+        ("Vielen Dank!", "Thank you!"),
+    ]
+    # The other translations listed of a sentence: each German one with each English one.
+    assert corpus.alternatives == [
+        ("Ich halte das für einen Fehler.", "I regard that as a mistake."),
+        ("Vielen Dank!", "Thanks a lot!"),
+        ("Danke schön!", "Thank you!"),
+        ("Danke schön!", "Thanks a lot!"),
+        ("Was gibt's?", "What's up?"),
     ]
     assert corpus.skipped == {
         # Haus, Häuser, Rechner, Rechner {pl}, kaputt, Abbau, nach Abzug von …, eine Absage an
         # etw., jdm. etw. erklären, etw. aufgeben, Namedropping
         "word or phrase, not a sentence": 11,
-        "duplicate pair": 1,
+        "duplicate pair": 2,
         "no ' :: ' between German and English": 1,
         "'|' sub-entries do not align": 1,
         "empty after removing annotations": 1,
@@ -121,6 +132,14 @@ def test_split_keeps_phrases_apart_and_no_sentence_in_two_splits():
     without = ding.split_pairs(sentences + [(in_train, shared_english)])
     assert "phrases" not in without
     assert all(without[name] == splits[name] for name in ("train", "validation", "test"))
+    # Alternatives (other translations of sentences) are training data only, as phrases are:
+    # one that shares a side with a held-out sentence is dropped, and the splits stay as they
+    # are.
+    in_train = [pair for pair in sentences if ding.split_of(pair[0]) == "train"]
+    alternatives = [(in_train[0][0], "Another sentence."), ("Ein anderer Satz.", in_train[1][1])]
+    with_alternatives = ding.split_pairs(sentences, alternatives + leaking[:2])
+    assert sorted(with_alternatives.pop("alternatives")) == sorted(alternatives)
+    assert with_alternatives == ding.split_pairs(sentences)
 
 
 def test_training_mixture_repeats_each_sentence_among_the_phrases(ding_file, tmp_path):
@@ -148,6 +167,22 @@ def test_training_mixture_repeats_each_sentence_among_the_phrases(ding_file, tmp
         for de, en in ding.training_mixture(dataset_dir, 3, seed=1).as_numpy_iterator()
     ]
     assert sorted(mixed) == sorted(sentences * 3 + phrases)
+    # With the alternatives: the sentences' other translations are repeated as sentences; the
+    # validation sentence's ("Was gibt's?", "What's up?") is not among them.
+    alternatives = [
+        (de.decode(), en.decode())
+        for de, en in ding.load("alternatives", dataset_dir).as_numpy_iterator()
+    ]
+    assert sorted(alternatives) == sorted(
+        pair for pair in ding.parse(ding_file).alternatives if pair[1] != "What's up?"
+    )
+    with_alternatives = [
+        (de.decode(), en.decode())
+        for de, en in ding.training_mixture(
+            dataset_dir, 3, seed=1, alternatives=True
+        ).as_numpy_iterator()
+    ]
+    assert sorted(with_alternatives) == sorted((sentences + alternatives) * 3 + phrases)
     tagged = [
         (de.decode(), en.decode())
         for de, en in ding.training_mixture(dataset_dir, 3, seed=1, tag=True).as_numpy_iterator()
@@ -194,6 +229,19 @@ def test_a_tagged_mixture_tags_the_training_phrases_only(ding_file, tmp_path):
     tokenizer = train_tokenizer(dataset, 400, tmp_path / "tokenizer.model")
     ids = tokenizer.tokenize(tf.constant([f"{tag}Haus"])).to_list()[0]
     assert ding.PHRASE_TAG in [tokenizer.id_to_piece(i) for i in ids]
+    # --sentence-alternatives: the dictionary's other translations repeated with the sentences.
+    widened = Dataset(
+        "ding",
+        data_dir=tmp_path / "cache",
+        phrases=True,
+        sentence_repeats=2,
+        sentence_alternatives=True,
+    )
+    alternatives = ding.load("alternatives", dataset.dataset_dir).as_numpy_iterator()
+    sources = [source for source, _ in widened.pairs("train")]
+    assert sorted(sources) == sorted(
+        sentences * 2 + [de.decode() for de, _ in alternatives] * 2 + phrases
+    )
 
 
 def fake_tools(tmp_path, apt_exit=0):
@@ -263,7 +311,7 @@ def test_fetch_failure_is_clear_and_leaves_nothing(tmp_path, monkeypatch):
 def test_prepare_stores_a_tfds_dataset_once(ding_file, tmp_path):
     dataset_dir = ding.prepare(tmp_path / "cache", ding_file=ding_file, verbose=0)
     report = json.loads((dataset_dir / "report.json").read_text())
-    assert report["pairs"] == 8 and sum(report["splits"].values()) == 8
+    assert report["pairs"] == 9 and sum(report["splits"].values()) == 9
     pairs = set()
     for split in (name for name, count in report["splits"].items() if count):
         for de, en in ding.load(split, dataset_dir).as_numpy_iterator():
@@ -298,7 +346,7 @@ def test_command_line(ding_file, tmp_path):
     assert "--data-dir" in help_text and "--phrases" in help_text and "--ding-file" in help_text
     program = ["-m", "training.prepare_ding"]
     completed = run_python(*program, "--ding-file", ding_file, "--data-dir", tmp_path / "cache")
-    assert "8 pairs kept" in completed.stdout and "dataset written to" in completed.stdout
+    assert "9 pairs kept" in completed.stdout and "dataset written to" in completed.stdout
     absent = ["--ding-file", tmp_path / "absent", "--data-dir", tmp_path / "other"]
     failed = run_python(*program, *absent, status=1)
     assert "absent: no such file" in failed.stderr

@@ -30,8 +30,9 @@ def test_every_setting_has_one_flag_with_its_default_and_help():
     parser = train.build_parser()
     flagged = [action for action in parser._actions if action.dest not in ("help", "verbose")]
     found = list(settings(TrainingPlan))
-    # the flat plan's 42, --subword-sampling, --subword-model and --tag-phrases
-    assert len(found) == len(flagged) == 45
+    # the flat plan's 42, --subword-sampling, --subword-model, --tag-phrases and
+    # --sentence-alternatives
+    assert len(found) == len(flagged) == 46
     for field, option in found:
         actions = [action for action in flagged if action.dest == option.attribute]
         assert len(actions) == 1, field.name

@@ -317,17 +317,19 @@ def test_every_recorded_run_is_scored_as_the_study_defines_it(tmp_path):
 
 def test_runs_share_a_tokenizer_only_when_they_train_it_on_the_same_text(monkeypatch):
     """The study trains one tokenizer per vocabulary and training text: a tagged mixture's
-    (--tag-phrases) is not an untagged one's, nor one of other repeats, size or Ding parser."""
+    (--tag-phrases) is not an untagged one's, nor one of other repeats, alternatives, size or
+    Ding parser."""
     keys = {
         quality.Run("r", "lever", flags).tokenizer_key()
         for flags in (
             quality.CHOSEN_FLAGS,
             (*quality.CHOSEN_FLAGS, "--tag-phrases"),
+            (*quality.CHOSEN_FLAGS, "--sentence-alternatives"),
             (*quality.CHOSEN_FLAGS, "--sentence-repeats", "20"),
             (*quality.CHOSEN_FLAGS, "--vocab-size", "16000"),
         )
     }
-    assert len(keys) == 4
+    assert len(keys) == 5
     same_text = (*quality.CHOSEN_FLAGS, "--set", "norm_first=true", "--seed", "1")
     assert quality.Run("r", "lever", same_text).tokenizer_key() in keys
     # A new Ding parser changes the text, and so the key.

@@ -99,9 +99,9 @@ def test_a_resume_knows_its_tokenizer_by_another_path(tmp_path, monkeypatch):
 
 
 def test_a_resume_must_agree_on_the_phrase_tag(tmp_path):
-    """--tag-phrases is recorded with the phrase mixture; an untagged mixture's record is the one
-    written before the flag (so older runs resume), and a resume that changes the tag is refused
-    naming the flags."""
+    """--tag-phrases (and --sentence-alternatives) is recorded with the phrase mixture; an
+    untagged mixture's record is the one written before the flag (so older runs resume), and a
+    resume that changes the tag is refused naming the flags."""
     from common.checkpoints import RunError
     from common.run_dir import RunDirectory, RunState
     from training.datasets import phrase_mixture
@@ -113,7 +113,13 @@ def test_a_resume_must_agree_on_the_phrase_tag(tmp_path):
     assert phrase_mixture(False, 1, False) is None
     state = RunState(RunDirectory(tmp_path / "run"), tagged, 0, None)
     state.check(tagged, 1, "--steps 1")
-    with pytest.raises(RunError, match="--phrases/--sentence-repeats/--tag-phrases: .<phrase>. in"):
+    with pytest.raises(RunError, match="--phrases/--sentence-repeats/--tag-phrases/--sentence-"):
+        state.check(untagged, 1, "--steps 1")
+    # So with --sentence-alternatives: recorded when given, refused when changed.
+    alternatives = {"phrases": phrase_mixture(True, 10, False, True)}
+    assert alternatives == {"phrases": {"sentence_repeats": 10, "sentence_alternatives": True}}
+    state = RunState(RunDirectory(tmp_path / "alternatives"), alternatives, 0, None)
+    with pytest.raises(RunError, match="--sentence-alternatives: True in the run, None now"):
         state.check(untagged, 1, "--steps 1")
 
 

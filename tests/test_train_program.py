@@ -287,6 +287,7 @@ def test_subword_sampling_trains_and_the_export_never_samples(
         (["--phrases"], "--phrases adds the Ding dictionary's phrase pairs; --dataset 'tsv:"),
         (["--sentence-repeats", "4"], "--sentence-repeats up-samples the sentences among the"),
         (["--tag-phrases"], "--tag-phrases tags the phrase pairs: it needs --phrases"),
+        (["--sentence-alternatives"], "--sentence-alternatives adds sentence pairs to the phrase"),
         (
             ["--max-length", "2"],
             "leaves no pair to train on: pairs read 2000, kept 0, dropped 2000",

@@ -59,7 +59,9 @@ def check(args):
     ]
     if len(given) > 1:
         raise ValueError(f"give one of --tokenizer, --run-dir and --vocab-size, not {given}")
-    check_phrase_flags(args.phrases, args.sentence_repeats, args.tag_phrases)
+    check_phrase_flags(
+        args.phrases, args.sentence_repeats, args.tag_phrases, args.sentence_alternatives
+    )
     if "train" not in args.splits:
         raise ValueError("--splits must include train (what training.train trains on)")
     if len(set(args.splits)) != len(args.splits):
@@ -185,6 +187,7 @@ def binarize(args):
         args.phrases,
         args.sentence_repeats,
         args.tag_phrases,
+        args.sentence_alternatives,
     )
     with new_directory(args.output) as (directory, _):
         tokenizer = tokenizer_for(args, dataset, directory / binarized.TOKENIZER_FILE)
@@ -214,7 +217,9 @@ def binarize(args):
             "max_length": args.max_length,
             "dataset": args.dataset,
             "languages": list(dataset.languages),
-            "phrases": phrase_mixture(args.phrases, args.sentence_repeats, args.tag_phrases),
+            "phrases": phrase_mixture(
+                args.phrases, args.sentence_repeats, args.tag_phrases, args.sentence_alternatives
+            ),
             "seed": args.seed,
             "splits": splits,
         }

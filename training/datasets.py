@@ -24,9 +24,9 @@ class Dataset:
 
     Ding is German-English (source_language="en" reverses it); with `phrases` its training
     split mixes the dictionary's word and phrase pairs with the sentence pairs, each sentence
-    `sentence_repeats` times, the phrases' sources tagged with `tag_phrases`
-    (`ding.training_mixture`). tfds datasets default to their own
-    direction; folder:DIR needs both languages.
+    `sentence_repeats` times (with `sentence_alternatives`, the dictionary's other translations
+    of them too), the phrases' sources tagged with `tag_phrases` (`ding.training_mixture`).
+    tfds datasets default to their own direction; folder:DIR needs both languages.
     """
 
     def __init__(
@@ -39,6 +39,7 @@ class Dataset:
         phrases=False,
         sentence_repeats=1,
         tag_phrases=False,
+        sentence_alternatives=False,
     ):
         kind, _, argument = spec.partition(":")
         if kind not in KINDS or (kind == "ding") == bool(argument):
@@ -47,6 +48,7 @@ class Dataset:
         self.data_dir, self.download = (str(data_dir) if data_dir else None), download
         self.phrases, self.sentence_repeats, self._mixtures = phrases, sentence_repeats, {}
         self.tag_phrases, self.binarized = tag_phrases, None
+        self.sentence_alternatives = sentence_alternatives
         if phrases and kind != "ding":
             raise ValueError(
                 f"--phrases adds the Ding dictionary's phrase pairs; --dataset {spec!r} has none"
@@ -55,19 +57,7 @@ class Dataset:
         if kind == "binarized":
             self.open_binarized(source_language, target_language)
         elif kind == "ding":
-            from keras_transformer.data import ding
-
-            if source_language not in (None, "de", "en"):
-                raise ValueError(
-                    f"the Ding corpus is German-English; no source language {source_language!r}"
-                )
-            self.languages = ("en", "de") if source_language == "en" else ("de", "en")
-            if target_language not in (None, self.languages[1]):
-                raise ValueError(
-                    f"the Ding corpus translates {self.languages[0]} into {self.languages[1]}, not "
-                    f"{target_language!r}"
-                )
-            self.dataset_dir = ding.prepare(self.data_dir, include_phrases=phrases)
+            self.open_ding(source_language, target_language)
         elif kind == "tfds":
             from keras_transformer.data import tfds_languages
 
@@ -88,6 +78,22 @@ class Dataset:
                     "--dataset folder:DIR needs --source-language and --target-language"
                 )
             self.languages = (source_language or "source", target_language or "target")
+
+    def open_ding(self, source_language, target_language):
+        """Prepares the Ding corpus (once), German-English or, with source language en, reversed."""
+        from keras_transformer.data import ding
+
+        if source_language not in (None, "de", "en"):
+            raise ValueError(
+                f"the Ding corpus is German-English; no source language {source_language!r}"
+            )
+        self.languages = ("en", "de") if source_language == "en" else ("de", "en")
+        if target_language not in (None, self.languages[1]):
+            raise ValueError(
+                f"the Ding corpus translates {self.languages[0]} into {self.languages[1]}, not "
+                f"{target_language!r}"
+            )
+        self.dataset_dir = ding.prepare(self.data_dir, include_phrases=self.phrases)
 
     def open_binarized(self, source_language, target_language):
         """Opens binarized:DIR, whose languages the flags may name but not change."""
@@ -118,7 +124,12 @@ class Dataset:
             if seed not in self._mixtures:
                 reverse = self.languages[0] == "en"
                 self._mixtures[seed] = ding.training_mixture(
-                    self.dataset_dir, self.sentence_repeats, reverse, seed, self.tag_phrases
+                    self.dataset_dir,
+                    self.sentence_repeats,
+                    reverse,
+                    seed,
+                    self.tag_phrases,
+                    self.sentence_alternatives,
                 )
             return self._mixtures[seed]
         if self.kind == "ding":
@@ -142,7 +153,7 @@ class Dataset:
         ]
 
 
-def check_phrase_flags(phrases, sentence_repeats, tag_phrases):
+def check_phrase_flags(phrases, sentence_repeats, tag_phrases, sentence_alternatives=False):
     """ValueError naming a flag of Ding's phrase mixture given without --phrases."""
     if not phrases and sentence_repeats != 1:
         raise ValueError(
@@ -150,17 +161,23 @@ def check_phrase_flags(phrases, sentence_repeats, tag_phrases):
         )
     if not phrases and tag_phrases:
         raise ValueError("--tag-phrases tags the phrase pairs: it needs --phrases")
+    if not phrases and sentence_alternatives:
+        raise ValueError(
+            "--sentence-alternatives adds sentence pairs to the phrase mixture: it needs --phrases"
+        )
 
 
-def phrase_mixture(phrases, sentence_repeats, tag_phrases):
+def phrase_mixture(phrases, sentence_repeats, tag_phrases, sentence_alternatives=False):
     """How Ding's phrase pairs are mixed in, as run.json and a binarized index record it (None
     without --phrases); ValueError as `check_phrase_flags`."""
-    check_phrase_flags(phrases, sentence_repeats, tag_phrases)
+    check_phrase_flags(phrases, sentence_repeats, tag_phrases, sentence_alternatives)
     if not phrases:
         return None
     record = {"sentence_repeats": sentence_repeats}
     if tag_phrases:  # an untagged mixture's record is as before the flag
         record["tag"] = phrase_tag()
+    if sentence_alternatives:  # likewise
+        record["sentence_alternatives"] = True
     return record
 
 

@@ -61,6 +61,7 @@ class Data:
     tokenizer: pathlib.Path | None = flags.TOKENIZER.field()
     sentence_repeats: int = flags.SENTENCE_REPEATS.field()
     tag_phrases: bool = flags.TAG_PHRASES.field()
+    sentence_alternatives: bool = flags.SENTENCE_ALTERNATIVES.field()
     vocab_size: int | None = flags.VOCAB_SIZE.field()
     max_length: int = flags.MAX_LENGTH.field()
     subword_sampling: float = Option(
@@ -319,7 +320,9 @@ class TrainingPlan:
         checked where it is parsed: `common.flags`); returns the plan."""
         parse_overrides(self.model.overrides)  # refuses an item that is not FIELD=VALUE
         data = self.data
-        check_phrase_flags(data.phrases, data.sentence_repeats, data.tag_phrases)
+        check_phrase_flags(
+            data.phrases, data.sentence_repeats, data.tag_phrases, data.sentence_alternatives
+        )
         if data.tokenizer and not data.tokenizer.is_file():
             raise ValueError(f"--tokenizer {data.tokenizer}: no such file")
         brought = data.tokenizer or data.dataset.startswith("binarized:")
@@ -402,7 +405,9 @@ class TrainingPlan:
             "dataset": data.dataset,
             "languages": list(languages),
             "max_length": data.max_length,
-            "phrases": phrase_mixture(data.phrases, data.sentence_repeats, data.tag_phrases),
+            "phrases": phrase_mixture(
+                data.phrases, data.sentence_repeats, data.tag_phrases, data.sentence_alternatives
+            ),
             "subword_sampling": data.subword_sampling,
             "precision": precision,
             "seed": self.schedule.seed,

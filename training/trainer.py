@@ -117,6 +117,7 @@ class Trainer:
             data.phrases,
             data.sentence_repeats,
             data.tag_phrases,
+            data.sentence_alternatives,
         )
         self.state = self.directory.state()
         self.check_binarized_tokenizer()

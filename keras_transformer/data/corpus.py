@@ -20,10 +20,12 @@ class CorpusError(ValueError):
 
 @dataclasses.dataclass
 class Corpus:
-    """Sentence pairs and the counts of pairs skipped by reason."""
+    """Sentence pairs and the counts of pairs skipped by reason; `alternatives`, other
+    translations of its sentences that a source lists (Ding's), training data only."""
 
     pairs: list
     skipped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    alternatives: list = dataclasses.field(default_factory=list)
 
     def __len__(self):
         return len(self.pairs)

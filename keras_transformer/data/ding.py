@@ -15,6 +15,7 @@ prepared once as a local TFDS dataset (`python -m training.prepare_ding`, or `ma
 
 import collections
 import hashlib
+import itertools
 import json
 import os
 import pathlib
@@ -32,7 +33,7 @@ PACKAGE_FILE = pathlib.PurePosixPath(
 )  # where the package installs the dictionary
 DATASET_NAME = "ding_de_en"
 DATASET_VERSION = "1.0.0"
-PARSER_VERSION = 5  # part of the cache key: a prepared dataset is rebuilt when the parser changes
+PARSER_VERSION = 6  # part of the cache key: a prepared dataset is rebuilt when the parser changes
 SPLIT_FRACTIONS = {"test": 0.04, "validation": 0.04}  # about 870 sentence pairs each
 
 # An annotation holding no other: removed innermost first, so nested ones go whole.
@@ -66,6 +67,13 @@ def first_alternative(entry):
     return head if is_sentence(head) else text
 
 
+def sentence_alternatives(entry):
+    """Every sentence a sub-entry lists, cleaned: its `;` synonyms and the sentences joined by
+    " / " within them, in order."""
+    parts = (part.strip() for synonym in clean(entry).split(";") for part in synonym.split(" / "))
+    return [part for part in parts if is_sentence(part)]
+
+
 def is_sentence(text):
     """An example sentence: several words, a capital first letter, sentence punctuation at the
     end, and no dictionary placeholder (etw., sth., …)."""
@@ -83,10 +91,13 @@ def parse(path, include_phrases=False, verbose=0):
     """Sentence pairs (and, with `include_phrases`, word and phrase pairs) from a Ding file.
 
     Each aligned `|` sub-entry gives one pair: the `first_alternative` of each side. Lines that
-    do not parse are skipped and counted by reason; exact duplicate pairs are kept once.
+    do not parse are skipped and counted by reason; exact duplicate pairs are kept once. The
+    other translations a sub-entry lists of a sentence (each German sentence of its
+    `sentence_alternatives` with each English one, but the first pair) are the corpus's
+    `alternatives`, kept once and apart from `pairs`.
     """
     lines = read_lines(path)
-    corpus, seen = Corpus([]), set()
+    corpus, seen, alternatives = Corpus([]), set(), {}
     progress = keras.utils.Progbar(len(lines), verbose=verbose, unit_name="line")
     for number, line in enumerate(lines, start=1):
         if number % 10000 == 0:
@@ -101,8 +112,12 @@ def parse(path, include_phrases=False, verbose=0):
         if len(german_entries) != len(english_entries):
             corpus.skipped["'|' sub-entries do not align"] += 1
             continue
-        for de, en in zip(german_entries, english_entries):
-            de, en = first_alternative(de), first_alternative(en)
+        for entry_de, entry_en in zip(german_entries, english_entries):
+            de, en = first_alternative(entry_de), first_alternative(entry_en)
+            for pair in itertools.product(
+                sentence_alternatives(entry_de), sentence_alternatives(entry_en)
+            ):
+                alternatives.setdefault(pair, None)  # a dict: once each, in order
             if not de or not en:
                 corpus.skipped["empty after removing annotations"] += 1
             elif not (include_phrases or (is_sentence(de) and is_sentence(en))):
@@ -113,6 +128,7 @@ def parse(path, include_phrases=False, verbose=0):
                 seen.add((de, en))
                 corpus.pairs.append((de, en))
     progress.update(len(lines), finalize=True)
+    corpus.alternatives = [pair for pair in alternatives if pair not in seen]
     return corpus
 
 
@@ -135,16 +151,18 @@ def _loose(text):
     return "".join(c for c in text.casefold() if c.isalnum())
 
 
-def split_pairs(pairs):
+def split_pairs(pairs, alternatives=()):
     """{"train": [...], "validation": [...], "test": [...]} of the sentence pairs, and with word
-    and phrase pairs among `pairs` also {"phrases": [...]}, each in a deterministic hash order.
+    and phrase pairs among `pairs` also {"phrases": [...]}, and with `alternatives` (other
+    translations of the sentences, `parse`'s) also {"alternatives": [...]}, each in a
+    deterministic hash order.
 
     Sentence pairs go where `split_of` their German side says; a validation or test pair whose
     English sentence also occurs in another split moves to train, so no sentence of either
-    language is shared between splits. Words and phrases are training data only: one that shares
-    its German or its English with a validation or test sentence (ignoring case, spaces and
-    punctuation: "guten Morgen" and "Guten Morgen!") is dropped, so the held-out splits are the
-    same with and without them and no held-out sentence is trained on.
+    language is shared between splits. Words, phrases and alternatives are training data only:
+    one that shares its German or its English with a validation or test sentence (ignoring case,
+    spaces and punctuation: "guten Morgen" and "Guten Morgen!") is dropped, so the held-out
+    splits are the same with and without them and no held-out sentence is trained on.
     """
     sentences = [(de, en) for de, en in pairs if is_sentence(de) and is_sentence(en)]
     wanted = [(de, en, split_of(de)) for de, en in sentences]
@@ -154,21 +172,21 @@ def split_pairs(pairs):
     splits = {"train": [], "validation": [], "test": []}
     for de, en, split in wanted:
         splits["train" if len(english_splits[en]) > 1 else split].append((de, en))
-    if len(sentences) < len(pairs):
-        held_out = {
-            _loose(side)
-            for name in ("validation", "test")
-            for pair in splits[name]
-            for side in pair
-        }
-        sentence_set = set(sentences)
-        splits["phrases"] = [
-            (de, en)
-            for de, en in pairs
-            if (de, en) not in sentence_set
-            and _loose(de) not in held_out
-            and _loose(en) not in held_out
-        ]
+    held_out = {
+        _loose(side) for name in ("validation", "test") for pair in splits[name] for side in pair
+    }
+    sentence_set = set(sentences)
+    training_only = {
+        "phrases": [pair for pair in pairs if pair not in sentence_set],
+        "alternatives": [pair for pair in alternatives if pair not in sentence_set],
+    }
+    for name, extra in training_only.items():
+        if extra:
+            splits[name] = [
+                (de, en)
+                for de, en in extra
+                if _loose(de) not in held_out and _loose(en) not in held_out
+            ]
     return {
         name: sorted(items, key=lambda pair: _hash("\t".join(pair)))
         for name, items in splits.items()
@@ -203,7 +221,7 @@ def prepare(cache_dir=None, ding_file=None, include_phrases=False, verbose=1):
     ):
         return dataset_dir
     corpus = parse(source, include_phrases, verbose=verbose)
-    splits = split_pairs(corpus.pairs)
+    splits = split_pairs(corpus.pairs, corpus.alternatives if include_phrases else ())
     features = tfds.features.FeaturesDict({"de": tfds.features.Text(), "en": tfds.features.Text()})
     shutil.rmtree(data_dir / DATASET_NAME / config, ignore_errors=True)  # an interrupted attempt
     tfds.dataset_builders.store_as_tfds_dataset(
@@ -249,15 +267,19 @@ def load(split, dataset_dir, reverse=False):
 PHRASE_TAG = "<phrase>"
 
 
-def training_mixture(dataset_dir, sentence_repeats, reverse=False, seed=None, tag=False):
+def training_mixture(
+    dataset_dir, sentence_repeats, reverse=False, seed=None, tag=False, alternatives=False
+):
     """The train split's sentence pairs, each `sentence_repeats` times, in a random order among
     the word and phrase pairs (the "phrases" split of a dataset prepared with `include_phrases`):
     one finite pass, in which sentences make k*S / (k*S + P) of the pairs. Up-sampling keeps
     the few sentences from drowning among the many phrases while the phrases widen the
-    vocabulary the model sees. With `tag`, each phrase pair's source begins with PHRASE_TAG and
-    a space: a domain tag (Kobus et al., 2017), so that the model tells the dictionary's entries
-    from sentences and translates untagged input as it learned the sentences. Held in memory (a
-    few tens of MB), so later passes are fast."""
+    vocabulary the model sees. With `alternatives`, the other translations the dictionary lists
+    of its training sentences (the "alternatives" split) count as sentences, repeated as they
+    are. With `tag`, each phrase pair's source begins with PHRASE_TAG and a space: a domain tag
+    (Kobus et al., 2017), so that the model tells the dictionary's entries from sentences and
+    translates untagged input as it learned the sentences. Held in memory (a few tens of MB), so
+    later passes are fast."""
     import numpy as np
     import tensorflow as tf
 
@@ -267,17 +289,30 @@ def training_mixture(dataset_dir, sentence_repeats, reverse=False, seed=None, ta
         or sentence_repeats < 1
     ):
         raise ValueError(f"sentence_repeats must be a positive integer, got {sentence_repeats!r}")
-    if "phrases" not in tfds_splits(dataset_dir):
+    splits = tfds_splits(dataset_dir)
+    if "phrases" not in splits:
         raise ValueError(
             f"{dataset_dir} holds no phrases split: prepare the corpus with include_phrases=True "
             "(--phrases)"
         )
+    if alternatives and "alternatives" not in splits:
+        raise ValueError(
+            f"{dataset_dir} holds no alternatives split: its dictionary lists no other "
+            "translation of a training sentence"
+        )
+    sentence_splits = ("train", "alternatives") if alternatives else ("train",)
     sentences, phrases = (
         [
             np.concatenate(side)
-            for side in zip(*load(split, dataset_dir, reverse).batch(8192).as_numpy_iterator())
+            for side in zip(
+                *(
+                    batch
+                    for split in names
+                    for batch in load(split, dataset_dir, reverse).batch(8192).as_numpy_iterator()
+                )
+            )
         ]
-        for split in ("train", "phrases")
+        for names in (sentence_splits, ("phrases",))
     )
     if tag:
         prefix = f"{PHRASE_TAG} ".encode()
