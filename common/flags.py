@@ -535,7 +535,8 @@ PHRASES = Option(
     action="store_true",
     default=False,
     help="Ding only: the dictionary's word and phrase pairs too (about 370,000), prepared "
-    "as a split of their own and trained on mixed with the sentence pairs",
+    "as a split of their own (the other translations it lists of its sentences as another: "
+    "--sentence-alternatives) and trained on mixed with the sentence pairs",
 )
 SENTENCE_REPEATS = Option(
     "--sentence-repeats",
