@@ -556,9 +556,9 @@ SENTENCE_ALTERNATIVES = Option(
     "--sentence-alternatives",
     action="store_true",
     default=False,
-    help="with --phrases: the other translations the dictionary lists of each training sentence "
-    "(its ';' synonyms and ' / ' sentences, about 2,900 pairs) are trained on as sentence pairs "
-    "too, repeated with them; validation and test are unchanged",
+    help="with --phrases: the other sentence pairs each training sub-entry of the dictionary "
+    "lists beside its first (its ';' synonyms and ' / ' sentences, about 2,800 pairs) are trained "
+    "on as sentence pairs too, repeated with them; validation and test are unchanged",
 )
 VOCAB_SIZE = Option(
     "--vocab-size",

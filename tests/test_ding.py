@@ -35,7 +35,8 @@ etw. aufgeben :: to give up <> sth.
 Namedropping {n} (Angeben (mit Bekannten)) :: name-dropping <name-drop> <name--dropping <namedrop>>
 Es regnet. | Was ist los? :: It is raining. | What's up?
 Vielen Dank!; Danke schön! {interj} :: Thank you!; Thanks a lot!
-Was ist los?; Was gibt's? :: What's up?
+Was ist los?; Was gibt's? :: What's up?; What's going on?
+Das bringt nur Ärger / Probleme.; Das gibt Ärger. :: That means trouble.
 a line without the separator
 eins | zwei :: one
 {n} :: [Br.]
@@ -61,15 +62,30 @@ def test_parser_keeps_sentences_without_annotations(ding_file):
         ("Es regnet.", "It is raining."),
         ("Was ist los?", "What's up?"),
         ("Vielen Dank!", "Thank you!"),
+        ("Das bringt nur Ärger / Probleme.", "That means trouble."),  # " / " inside a sentence
     ]
-    # The other translations listed of a sentence: each German one with each English one.
-    assert corpus.alternatives == [
-        ("Ich halte das für einen Fehler.", "I regard that as a mistake."),
-        ("Vielen Dank!", "Thanks a lot!"),
-        ("Danke schön!", "Thank you!"),
-        ("Danke schön!", "Thanks a lot!"),
-        ("Was gibt's?", "What's up?"),
+    # Per sub-entry, each German sentence it lists with each English one; " / " splits only
+    # where each part is a sentence ("Probleme." alone is none).
+    assert [group for group in corpus.alternatives if len(group) > 1] == [
+        (
+            ("Ich halte das für einen Fehler.", "I consider that a mistake."),
+            ("Ich halte das für einen Fehler.", "I regard that as a mistake."),
+        ),
+        (
+            ("Vielen Dank!", "Thank you!"),
+            ("Vielen Dank!", "Thanks a lot!"),
+            ("Danke schön!", "Thank you!"),
+            ("Danke schön!", "Thanks a lot!"),
+        ),
+        (
+            ("Was ist los?", "What's up?"),
+            ("Was ist los?", "What's going on?"),
+            ("Was gibt's?", "What's up?"),
+            ("Was gibt's?", "What's going on?"),
+        ),
     ]
+    assert (("Das gibt Ärger.", "That means trouble."),) in corpus.alternatives
+    assert len(corpus.alternatives) == len(set(corpus.alternatives))  # each group once
     assert corpus.skipped == {
         # Haus, Häuser, Rechner, Rechner {pl}, kaputt, Abbau, nach Abzug von …, eine Absage an
         # etw., jdm. etw. erklären, etw. aufgeben, Namedropping
@@ -132,13 +148,27 @@ def test_split_keeps_phrases_apart_and_no_sentence_in_two_splits():
     without = ding.split_pairs(sentences + [(in_train, shared_english)])
     assert "phrases" not in without
     assert all(without[name] == splits[name] for name in ("train", "validation", "test"))
-    # Alternatives (other translations of sentences) are training data only, as phrases are:
-    # one that shares a side with a held-out sentence is dropped, and the splits stay as they
-    # are.
-    in_train = [pair for pair in sentences if ding.split_of(pair[0]) == "train"]
-    alternatives = [(in_train[0][0], "Another sentence."), ("Ein anderer Satz.", in_train[1][1])]
-    with_alternatives = ding.split_pairs(sentences, alternatives + leaking[:2])
-    assert sorted(with_alternatives.pop("alternatives")) == sorted(alternatives)
+    # Alternatives are training data only, as phrases are, less the sentence pairs: a group
+    # listed with a held-out sentence goes whole, its pairs that share no side with one too
+    # (`A; B :: X; Y` with A held out: B, Y is a paraphrase of it). The splits stay as they are.
+    trained = [pair for pair in sentences if ding.split_of(pair[0]) == "train"]
+    groups = [
+        (trained[0], (trained[0][0], "Another sentence.")),
+        (("Ein anderer Satz.", trained[1][1]),),
+        (("Noch ein Satz.", "One more sentence."),),
+    ]
+    held_out_pair = (held_out[4], dict(sentences)[held_out[4]])
+    paraphrase = ("Ein Satz dazu.", "A sentence with it.")
+    with_held_out = (
+        held_out_pair,
+        (held_out_pair[0], paraphrase[1]),
+        (paraphrase[0], held_out_pair[1]),
+        paraphrase,
+    )
+    with_alternatives = ding.split_pairs(sentences, [*groups, with_held_out])
+    assert sorted(with_alternatives.pop("alternatives")) == sorted(
+        [groups[0][1], *groups[1], *groups[2]]
+    )
     assert with_alternatives == ding.split_pairs(sentences)
 
 
@@ -167,14 +197,20 @@ def test_training_mixture_repeats_each_sentence_among_the_phrases(ding_file, tmp
         for de, en in ding.training_mixture(dataset_dir, 3, seed=1).as_numpy_iterator()
     ]
     assert sorted(mixed) == sorted(sentences * 3 + phrases)
-    # With the alternatives: the sentences' other translations are repeated as sentences; the
-    # validation sentence's ("Was gibt's?", "What's up?") is not among them.
+    # With the alternatives: the other sentence pairs of the training sub-entries, repeated as
+    # sentences; none of the one listed with the validation sentence "Was ist los?".
     alternatives = [
         (de.decode(), en.decode())
         for de, en in ding.load("alternatives", dataset_dir).as_numpy_iterator()
     ]
     assert sorted(alternatives) == sorted(
-        pair for pair in ding.parse(ding_file).alternatives if pair[1] != "What's up?"
+        [
+            ("Ich halte das für einen Fehler.", "I regard that as a mistake."),
+            ("Vielen Dank!", "Thanks a lot!"),
+            ("Danke schön!", "Thank you!"),
+            ("Danke schön!", "Thanks a lot!"),
+            ("Das gibt Ärger.", "That means trouble."),
+        ]
     )
     with_alternatives = [
         (de.decode(), en.decode())
@@ -183,6 +219,13 @@ def test_training_mixture_repeats_each_sentence_among_the_phrases(ding_file, tmp
         ).as_numpy_iterator()
     ]
     assert sorted(with_alternatives) == sorted((sentences + alternatives) * 3 + phrases)
+    only_first = tmp_path / "only-first"
+    only_first.write_text("Haus {n} :: house\nEs regnet. :: It is raining.\n", encoding="utf-8")
+    without = ding.prepare(
+        tmp_path / "other", ding_file=only_first, include_phrases=True, verbose=0
+    )
+    with pytest.raises(ValueError, match="holds no alternatives split: its dictionary lists no"):
+        ding.training_mixture(without, 3, alternatives=True)
     tagged = [
         (de.decode(), en.decode())
         for de, en in ding.training_mixture(dataset_dir, 3, seed=1, tag=True).as_numpy_iterator()
@@ -311,7 +354,7 @@ def test_fetch_failure_is_clear_and_leaves_nothing(tmp_path, monkeypatch):
 def test_prepare_stores_a_tfds_dataset_once(ding_file, tmp_path):
     dataset_dir = ding.prepare(tmp_path / "cache", ding_file=ding_file, verbose=0)
     report = json.loads((dataset_dir / "report.json").read_text())
-    assert report["pairs"] == 9 and sum(report["splits"].values()) == 9
+    assert report["pairs"] == 10 and sum(report["splits"].values()) == 10
     pairs = set()
     for split in (name for name, count in report["splits"].items() if count):
         for de, en in ding.load(split, dataset_dir).as_numpy_iterator():
@@ -346,7 +389,7 @@ def test_command_line(ding_file, tmp_path):
     assert "--data-dir" in help_text and "--phrases" in help_text and "--ding-file" in help_text
     program = ["-m", "training.prepare_ding"]
     completed = run_python(*program, "--ding-file", ding_file, "--data-dir", tmp_path / "cache")
-    assert "9 pairs kept" in completed.stdout and "dataset written to" in completed.stdout
+    assert "10 pairs kept" in completed.stdout and "dataset written to" in completed.stdout
     absent = ["--ding-file", tmp_path / "absent", "--data-dir", tmp_path / "other"]
     failed = run_python(*program, *absent, status=1)
     assert "absent: no such file" in failed.stderr

@@ -332,6 +332,12 @@ def test_runs_share_a_tokenizer_only_when_they_train_it_on_the_same_text(monkeyp
     assert len(keys) == 5
     same_text = (*quality.CHOSEN_FLAGS, "--set", "norm_first=true", "--seed", "1")
     assert quality.Run("r", "lever", same_text).tokenizer_key() in keys
+    # Another dataset is another text.
+    other = [
+        quality.Run("r", "lever", (*same_text, "--dataset", f"tsv:{path}")).tokenizer_key()
+        for path in ("a", "b")
+    ]
+    assert len({*other, *keys}) == len(keys) + 2
     # A new Ding parser changes the text, and so the key.
     monkeypatch.setattr(ding, "PARSER_VERSION", ding.PARSER_VERSION + 1)
     assert quality.Run("r", "lever", same_text).tokenizer_key() not in keys

@@ -20,8 +20,8 @@ class CorpusError(ValueError):
 
 @dataclasses.dataclass
 class Corpus:
-    """Sentence pairs and the counts of pairs skipped by reason; `alternatives`, other
-    translations of its sentences that a source lists (Ding's), training data only."""
+    """Sentence pairs and the counts of pairs skipped by reason; `alternatives`, groups of
+    other translations a source lists (Ding's), training data only."""
 
     pairs: list
     skipped: collections.Counter = dataclasses.field(default_factory=collections.Counter)

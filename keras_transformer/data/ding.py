@@ -33,7 +33,7 @@ PACKAGE_FILE = pathlib.PurePosixPath(
 )  # where the package installs the dictionary
 DATASET_NAME = "ding_de_en"
 DATASET_VERSION = "1.0.0"
-PARSER_VERSION = 6  # part of the cache key: a prepared dataset is rebuilt when the parser changes
+PARSER_VERSION = 7  # part of the cache key: a prepared dataset is rebuilt when the parser changes
 SPLIT_FRACTIONS = {"test": 0.04, "validation": 0.04}  # about 870 sentence pairs each
 
 # An annotation holding no other: removed innermost first, so nested ones go whole.
@@ -68,10 +68,15 @@ def first_alternative(entry):
 
 
 def sentence_alternatives(entry):
-    """Every sentence a sub-entry lists, cleaned: its `;` synonyms and the sentences joined by
-    " / " within them, in order."""
-    parts = (part.strip() for synonym in clean(entry).split(";") for part in synonym.split(" / "))
-    return [part for part in parts if is_sentence(part)]
+    """Every sentence a sub-entry lists, cleaned, in order: its `;` synonyms, a synonym's parts
+    joined by " / " only where each part is a sentence (" / " also marks a choice of words
+    inside one: `Das bringt nur Ärger / Probleme.`)."""
+    sentences = []
+    for synonym in clean(entry).split(";"):
+        parts = [part.strip() for part in synonym.split(" / ")]
+        if all(is_sentence(part) for part in parts):
+            sentences.extend(parts)
+    return sentences
 
 
 def is_sentence(text):
@@ -92,9 +97,9 @@ def parse(path, include_phrases=False, verbose=0):
 
     Each aligned `|` sub-entry gives one pair: the `first_alternative` of each side. Lines that
     do not parse are skipped and counted by reason; exact duplicate pairs are kept once. The
-    other translations a sub-entry lists of a sentence (each German sentence of its
-    `sentence_alternatives` with each English one, but the first pair) are the corpus's
-    `alternatives`, kept once and apart from `pairs`.
+    corpus's `alternatives` hold, per sub-entry that lists sentences on both sides, every pair
+    of a German and an English one (`sentence_alternatives`), its first pair among them: a group
+    that `split_pairs` keeps or drops whole.
     """
     lines = read_lines(path)
     corpus, seen, alternatives = Corpus([]), set(), {}
@@ -114,10 +119,11 @@ def parse(path, include_phrases=False, verbose=0):
             continue
         for entry_de, entry_en in zip(german_entries, english_entries):
             de, en = first_alternative(entry_de), first_alternative(entry_en)
-            for pair in itertools.product(
-                sentence_alternatives(entry_de), sentence_alternatives(entry_en)
-            ):
-                alternatives.setdefault(pair, None)  # a dict: once each, in order
+            group = tuple(
+                itertools.product(sentence_alternatives(entry_de), sentence_alternatives(entry_en))
+            )
+            if group:
+                alternatives.setdefault(group, None)  # a dict: once each, in order
             if not de or not en:
                 corpus.skipped["empty after removing annotations"] += 1
             elif not (include_phrases or (is_sentence(de) and is_sentence(en))):
@@ -128,7 +134,7 @@ def parse(path, include_phrases=False, verbose=0):
                 seen.add((de, en))
                 corpus.pairs.append((de, en))
     progress.update(len(lines), finalize=True)
-    corpus.alternatives = [pair for pair in alternatives if pair not in seen]
+    corpus.alternatives = list(alternatives)
     return corpus
 
 
@@ -153,16 +159,17 @@ def _loose(text):
 
 def split_pairs(pairs, alternatives=()):
     """{"train": [...], "validation": [...], "test": [...]} of the sentence pairs, and with word
-    and phrase pairs among `pairs` also {"phrases": [...]}, and with `alternatives` (other
-    translations of the sentences, `parse`'s) also {"alternatives": [...]}, each in a
-    deterministic hash order.
+    and phrase pairs among `pairs` also {"phrases": [...]}, and with `alternatives` (`parse`'s
+    groups) also {"alternatives": [...]}, their pairs that are not sentence pairs already, each
+    in a deterministic hash order.
 
     Sentence pairs go where `split_of` their German side says; a validation or test pair whose
     English sentence also occurs in another split moves to train, so no sentence of either
     language is shared between splits. Words, phrases and alternatives are training data only:
-    one that shares its German or its English with a validation or test sentence (ignoring case,
-    spaces and punctuation: "guten Morgen" and "Guten Morgen!") is dropped, so the held-out
-    splits are the same with and without them and no held-out sentence is trained on.
+    a phrase, or a group of alternatives, of which a side shares its German or its English with
+    a validation or test sentence (ignoring case, spaces and punctuation: "guten Morgen" and
+    "Guten Morgen!") is dropped, so the held-out splits are the same with and without them and
+    neither a held-out sentence nor another translation listed with it is trained on.
     """
     sentences = [(de, en) for de, en in pairs if is_sentence(de) and is_sentence(en)]
     wanted = [(de, en, split_of(de)) for de, en in sentences]
@@ -175,18 +182,17 @@ def split_pairs(pairs, alternatives=()):
     held_out = {
         _loose(side) for name in ("validation", "test") for pair in splits[name] for side in pair
     }
+
+    def apart(group):
+        return not any(_loose(side) in held_out for pair in group for side in pair)
+
     sentence_set = set(sentences)
-    training_only = {
-        "phrases": [pair for pair in pairs if pair not in sentence_set],
-        "alternatives": [pair for pair in alternatives if pair not in sentence_set],
-    }
-    for name, extra in training_only.items():
-        if extra:
-            splits[name] = [
-                (de, en)
-                for de, en in extra
-                if _loose(de) not in held_out and _loose(en) not in held_out
-            ]
+    phrases = [pair for pair in pairs if pair not in sentence_set]
+    if phrases:
+        splits["phrases"] = [pair for pair in phrases if apart([pair])]
+    if alternatives:
+        kept = (pair for group in alternatives if apart(group) for pair in group)
+        splits["alternatives"] = list(dict.fromkeys(p for p in kept if p not in sentence_set))
     return {
         name: sorted(items, key=lambda pair: _hash("\t".join(pair)))
         for name, items in splits.items()
@@ -252,7 +258,8 @@ def prepare(cache_dir=None, ding_file=None, include_phrases=False, verbose=1):
 
 def load(split, dataset_dir, reverse=False):
     """A tf.data.Dataset of (German, English) string pairs, (English, German) with `reverse`.
-    Splits: train, validation, test; "phrases" in a dataset prepared with `include_phrases`."""
+    Splits: train, validation, test; "phrases" and "alternatives" in a dataset prepared with
+    `include_phrases`."""
     import tensorflow_datasets as tfds
 
     builder = tfds.builder_from_directory(str(dataset_dir))
@@ -271,15 +278,15 @@ def training_mixture(
     dataset_dir, sentence_repeats, reverse=False, seed=None, tag=False, alternatives=False
 ):
     """The train split's sentence pairs, each `sentence_repeats` times, in a random order among
-    the word and phrase pairs (the "phrases" split of a dataset prepared with `include_phrases`):
-    one finite pass, in which sentences make k*S / (k*S + P) of the pairs. Up-sampling keeps
-    the few sentences from drowning among the many phrases while the phrases widen the
-    vocabulary the model sees. With `alternatives`, the other translations the dictionary lists
-    of its training sentences (the "alternatives" split) count as sentences, repeated as they
-    are. With `tag`, each phrase pair's source begins with PHRASE_TAG and a space: a domain tag
-    (Kobus et al., 2017), so that the model tells the dictionary's entries from sentences and
-    translates untagged input as it learned the sentences. Held in memory (a few tens of MB), so
-    later passes are fast."""
+    the word and phrase pairs (the "phrases" split of a dataset prepared with
+    `include_phrases`): one finite pass, in which sentences make k*S / (k*S + P) of the pairs.
+    Up-sampling keeps the few sentences from drowning among the many phrases while the phrases
+    widen the vocabulary the model sees. With `alternatives`, the other sentence pairs the
+    dictionary's training sub-entries list beside their first (the "alternatives" split) count
+    as sentences, repeated as they are. With `tag`, each phrase pair's source begins with
+    PHRASE_TAG and a space: a domain tag (Kobus et al., 2017), so that the model tells the
+    dictionary's entries from sentences and translates untagged input as it learned the
+    sentences. Held in memory (a few tens of MB), so later passes are fast."""
     import numpy as np
     import tensorflow as tf
 
@@ -297,8 +304,8 @@ def training_mixture(
         )
     if alternatives and "alternatives" not in splits:
         raise ValueError(
-            f"{dataset_dir} holds no alternatives split: its dictionary lists no other "
-            "translation of a training sentence"
+            f"{dataset_dir} holds no alternatives split: its dictionary lists no other sentence "
+            "pair beside a training sub-entry's first"
         )
     sentence_splits = ("train", "alternatives") if alternatives else ("train",)
     sentences, phrases = (
