@@ -861,8 +861,9 @@ STUDY = (
     ),
     # 7.22 at 3471 steps (chrF 26.7) against 7.01 (27.0), and 7.12 at 3793 (26.3) against 7.56
     # (27.3): ahead on seed 0, behind on seed 1, chrF behind on both. Not chosen; `make demo`
-    # is unchanged. After them, parser 7 dropped 187 of parser 6's pairs (31 listed with a
-    # held-out sentence, fragments of ` / `): not run again, the leak could only have helped.
+    # is unchanged. After them, parser 7 dropped 187 of parser 6's pairs (60 listed with a
+    # held-out sentence, 127 split at a ` / ` inside one): not run again, the leak could only
+    # have helped.
 )
 
 

@@ -535,7 +535,7 @@ PHRASES = Option(
     action="store_true",
     default=False,
     help="Ding only: the dictionary's word and phrase pairs too (about 370,000), prepared "
-    "as a split of their own (the other translations it lists of its sentences as another: "
+    "as a split of their own (the other sentence pairs its sub-entries list as another: "
     "--sentence-alternatives) and trained on mixed with the sentence pairs",
 )
 SENTENCE_REPEATS = Option(

@@ -36,7 +36,8 @@ Namedropping {n} (Angeben (mit Bekannten)) :: name-dropping <name-drop> <name--d
 Es regnet. | Was ist los? :: It is raining. | What's up?
 Vielen Dank!; Danke schön! {interj} :: Thank you!; Thanks a lot!
 Was ist los?; Was gibt's? :: What's up?; What's going on?
-Das bringt nur Ärger / Probleme.; Das gibt Ärger. :: That means trouble.
+Damit handelst du dir nur Ärger / Probleme ein.; Das gibt Ärger. :: That means trouble.
+Zug 4 kam zu spät / zu früh.; Der Zug war unpünktlich. :: Train 4 was late / early.; It was late.
 a line without the separator
 eins | zwei :: one
 {n} :: [Br.]
@@ -62,11 +63,13 @@ def test_parser_keeps_sentences_without_annotations(ding_file):
         ("Es regnet.", "It is raining."),
         ("Was ist los?", "What's up?"),
         ("Vielen Dank!", "Thank you!"),
-        ("Das bringt nur Ärger / Probleme.", "That means trouble."),  # " / " inside a sentence
+        # " / " inside a sentence: a choice of words
+        ("Damit handelst du dir nur Ärger / Probleme ein.", "That means trouble."),
+        ("Zug 4 kam zu spät / zu früh.", "Train 4 was late / early."),  # in validation
     ]
-    # Per sub-entry, each German sentence it lists with each English one; " / " splits only
-    # where each part is a sentence ("Probleme." alone is none).
-    assert [group for group in corpus.alternatives if len(group) > 1] == [
+    # Per sub-entry that lists more, its first pair and each German sentence it lists with each
+    # English one; " / " splits only where each part is a sentence ("Probleme ein." is none).
+    assert corpus.alternatives == [
         (
             ("Ich halte das für einen Fehler.", "I consider that a mistake."),
             ("Ich halte das für einen Fehler.", "I regard that as a mistake."),
@@ -83,9 +86,15 @@ def test_parser_keeps_sentences_without_annotations(ding_file):
             ("Was gibt's?", "What's up?"),
             ("Was gibt's?", "What's going on?"),
         ),
+        (
+            ("Damit handelst du dir nur Ärger / Probleme ein.", "That means trouble."),
+            ("Das gibt Ärger.", "That means trouble."),
+        ),
+        (
+            ("Zug 4 kam zu spät / zu früh.", "Train 4 was late / early."),
+            ("Der Zug war unpünktlich.", "It was late."),
+        ),
     ]
-    assert (("Das gibt Ärger.", "That means trouble."),) in corpus.alternatives
-    assert len(corpus.alternatives) == len(set(corpus.alternatives))  # each group once
     assert corpus.skipped == {
         # Haus, Häuser, Rechner, Rechner {pl}, kaputt, Abbau, nach Abzug von …, eine Absage an
         # etw., jdm. etw. erklären, etw. aufgeben, Namedropping
@@ -155,7 +164,7 @@ def test_split_keeps_phrases_apart_and_no_sentence_in_two_splits():
     groups = [
         (trained[0], (trained[0][0], "Another sentence.")),
         (("Ein anderer Satz.", trained[1][1]),),
-        (("Noch ein Satz.", "One more sentence."),),
+        (("Noch ein Satz.", "One more sentence."), (trained[0][0], "Another sentence.")),
     ]
     held_out_pair = (held_out[4], dict(sentences)[held_out[4]])
     paraphrase = ("Ein Satz dazu.", "A sentence with it.")
@@ -166,8 +175,8 @@ def test_split_keeps_phrases_apart_and_no_sentence_in_two_splits():
         paraphrase,
     )
     with_alternatives = ding.split_pairs(sentences, [*groups, with_held_out])
-    assert sorted(with_alternatives.pop("alternatives")) == sorted(
-        [groups[0][1], *groups[1], *groups[2]]
+    assert sorted(with_alternatives.pop("alternatives")) == sorted(  # a pair of two groups once
+        [groups[0][1], *groups[1], groups[2][0]]
     )
     assert with_alternatives == ding.split_pairs(sentences)
 
@@ -198,7 +207,7 @@ def test_training_mixture_repeats_each_sentence_among_the_phrases(ding_file, tmp
     ]
     assert sorted(mixed) == sorted(sentences * 3 + phrases)
     # With the alternatives: the other sentence pairs of the training sub-entries, repeated as
-    # sentences; none of the one listed with the validation sentence "Was ist los?".
+    # sentences; none of those listed with a validation sentence ("Was ist los?", "Zug 4 ...").
     alternatives = [
         (de.decode(), en.decode())
         for de, en in ding.load("alternatives", dataset_dir).as_numpy_iterator()
@@ -354,7 +363,7 @@ def test_fetch_failure_is_clear_and_leaves_nothing(tmp_path, monkeypatch):
 def test_prepare_stores_a_tfds_dataset_once(ding_file, tmp_path):
     dataset_dir = ding.prepare(tmp_path / "cache", ding_file=ding_file, verbose=0)
     report = json.loads((dataset_dir / "report.json").read_text())
-    assert report["pairs"] == 10 and sum(report["splits"].values()) == 10
+    assert report["pairs"] == 11 and sum(report["splits"].values()) == 11
     pairs = set()
     for split in (name for name, count in report["splits"].items() if count):
         for de, en in ding.load(split, dataset_dir).as_numpy_iterator():
@@ -389,7 +398,7 @@ def test_command_line(ding_file, tmp_path):
     assert "--data-dir" in help_text and "--phrases" in help_text and "--ding-file" in help_text
     program = ["-m", "training.prepare_ding"]
     completed = run_python(*program, "--ding-file", ding_file, "--data-dir", tmp_path / "cache")
-    assert "10 pairs kept" in completed.stdout and "dataset written to" in completed.stdout
+    assert "11 pairs kept" in completed.stdout and "dataset written to" in completed.stdout
     absent = ["--ding-file", tmp_path / "absent", "--data-dir", tmp_path / "other"]
     failed = run_python(*program, *absent, status=1)
     assert "absent: no such file" in failed.stderr

@@ -24,9 +24,10 @@ class Dataset:
 
     Ding is German-English (source_language="en" reverses it); with `phrases` its training
     split mixes the dictionary's word and phrase pairs with the sentence pairs, each sentence
-    `sentence_repeats` times (with `sentence_alternatives`, the dictionary's other translations
-    of them too), the phrases' sources tagged with `tag_phrases` (`ding.training_mixture`).
-    tfds datasets default to their own direction; folder:DIR needs both languages.
+    `sentence_repeats` times (with `sentence_alternatives`, the other sentence pairs the
+    dictionary's sub-entries list too), the phrases' sources tagged with `tag_phrases`
+    (`ding.training_mixture`). tfds datasets default to their own direction; folder:DIR needs
+    both languages.
     """
 
     def __init__(

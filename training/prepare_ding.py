@@ -3,7 +3,7 @@ sentence pairs, split them and store them as a local TFDS dataset.
 
 python -m training.prepare_ding
 python -m training.prepare_ding --phrases      # also the dictionary's word and phrase pairs, and
-                                               # the other translations of its sentences
+                                               # the other sentence pairs its entries list
 """
 
 import collections

@@ -70,7 +70,7 @@ def first_alternative(entry):
 def sentence_alternatives(entry):
     """Every sentence a sub-entry lists, cleaned, in order: its `;` synonyms, a synonym's parts
     joined by " / " only where each part is a sentence (" / " also marks a choice of words
-    inside one: `Das bringt nur Ärger / Probleme.`)."""
+    inside one: `Damit handelst du dir nur Ärger / Probleme ein.`)."""
     sentences = []
     for synonym in clean(entry).split(";"):
         parts = [part.strip() for part in synonym.split(" / ")]
@@ -97,9 +97,9 @@ def parse(path, include_phrases=False, verbose=0):
 
     Each aligned `|` sub-entry gives one pair: the `first_alternative` of each side. Lines that
     do not parse are skipped and counted by reason; exact duplicate pairs are kept once. The
-    corpus's `alternatives` hold, per sub-entry that lists sentences on both sides, every pair
-    of a German and an English one (`sentence_alternatives`), its first pair among them: a group
-    that `split_pairs` keeps or drops whole.
+    corpus's `alternatives` hold, per sub-entry that lists other sentences, its first pair (if a
+    sentence pair) and every pair of a German and an English sentence it lists
+    (`sentence_alternatives`): a group that `split_pairs` keeps or drops whole.
     """
     lines = read_lines(path)
     corpus, seen, alternatives = Corpus([]), set(), {}
@@ -119,10 +119,12 @@ def parse(path, include_phrases=False, verbose=0):
             continue
         for entry_de, entry_en in zip(german_entries, english_entries):
             de, en = first_alternative(entry_de), first_alternative(entry_en)
-            group = tuple(
-                itertools.product(sentence_alternatives(entry_de), sentence_alternatives(entry_en))
+            first = [(de, en)] if is_sentence(de) and is_sentence(en) else []
+            listed = itertools.product(
+                sentence_alternatives(entry_de), sentence_alternatives(entry_en)
             )
-            if group:
+            group = tuple(dict.fromkeys([*first, *listed]))
+            if len(group) > len(first):  # more than the first pair
                 alternatives.setdefault(group, None)  # a dict: once each, in order
             if not de or not en:
                 corpus.skipped["empty after removing annotations"] += 1
