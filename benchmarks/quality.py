@@ -167,7 +167,7 @@ class Run:
             from keras_transformer.data import ding
 
             corpus = f"ding{ding.PARSER_VERSION}"
-        else:  # a path: a short digest keeps the file name short
+        else:  # another dataset: its kind, and a digest of its spec for a short file name
             corpus = (
                 f"{dataset.partition(':')[0]}-{hashlib.sha256(dataset.encode()).hexdigest()[:8]}"
             )

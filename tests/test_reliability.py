@@ -106,11 +106,11 @@ def test_a_resume_must_agree_on_the_phrase_tag(tmp_path):
     from common.run_dir import RunDirectory, RunState
     from training.datasets import phrase_mixture
 
-    tagged = {"phrases": phrase_mixture(True, 10, True)}
+    tagged = {"phrases": phrase_mixture(True, 10, True, False)}
     assert tagged == {"phrases": {"sentence_repeats": 10, "tag": "<phrase>"}}
-    untagged = {"phrases": phrase_mixture(True, 10, False)}
+    untagged = {"phrases": phrase_mixture(True, 10, False, False)}
     assert untagged == {"phrases": {"sentence_repeats": 10}}
-    assert phrase_mixture(False, 1, False) is None
+    assert phrase_mixture(False, 1, False, False) is None
     state = RunState(RunDirectory(tmp_path / "run"), tagged, 0, None)
     state.check(tagged, 1, "--steps 1")
     with pytest.raises(RunError, match="--tag-phrases/--sentence-alternatives: .<phrase>. in"):

@@ -154,7 +154,7 @@ class Dataset:
         ]
 
 
-def check_phrase_flags(phrases, sentence_repeats, tag_phrases, sentence_alternatives=False):
+def check_phrase_flags(phrases, sentence_repeats, tag_phrases, sentence_alternatives):
     """ValueError naming a flag of Ding's phrase mixture given without --phrases."""
     if not phrases and sentence_repeats != 1:
         raise ValueError(
@@ -168,7 +168,7 @@ def check_phrase_flags(phrases, sentence_repeats, tag_phrases, sentence_alternat
         )
 
 
-def phrase_mixture(phrases, sentence_repeats, tag_phrases, sentence_alternatives=False):
+def phrase_mixture(phrases, sentence_repeats, tag_phrases, sentence_alternatives):
     """How Ding's phrase pairs are mixed in, as run.json and a binarized index record it (None
     without --phrases); ValueError as `check_phrase_flags`."""
     check_phrase_flags(phrases, sentence_repeats, tag_phrases, sentence_alternatives)
