@@ -889,12 +889,12 @@ STUDY = (
     # Against the parser-5 runs at about 3700 steps (7.01 and 7.56), the faster step bought +0.49
     # and +0.46 with 40 averaged.
     # The model's size on the faster step: at about 7000 steps the chosen model ends at a training
-    # accuracy of 0.58 over a mixture of 555,620 pairs (2831 batches), two and a half passes: room for a larger
-    # model, which the slower machine could not train enough steps of (the width 192 lost there,
-    # 5.94 against 6.77, at fewer steps). Declared before they ran: the width 192 (d_ff 768, four
-    # heads of 48) and three layers each side instead of two, seed 0 of each first, against the
-    # run above (7.50, 40 averaged); behind -> not chosen and its seed 1 not run; ahead -> its seed
-    # 1, chosen if ahead of 8.02 there too; if both are, the one with the higher mean.
+    # accuracy of 0.58 over a mixture of 555,620 pairs (2831 batches; two and a half passes): room
+    # for a larger model, which the slower machine could not train enough steps of (the width 192
+    # lost there, 5.94 against 6.77, at fewer steps). Declared before they ran: the width 192 (d_ff
+    # 768, four heads of 48) and three layers each side instead of two, seed 0 of each first,
+    # against the run above (7.50, 40 averaged); behind -> not chosen and its seed 1 not run; ahead
+    # -> its seed 1, chosen if ahead of 8.02 there too; if both are, the one with the higher mean.
     Run(
         f"{CHOSEN_RUN}-faster-step-d-model-192",
         "shape",
