@@ -253,10 +253,11 @@ STAGE_3 = COMBINED + LONGER
 # curve up to 3500 steps); on the Zen 4 (about 3800 steps), the last 40 (ahead of 10 on both
 # seeds: the `windows` runs); there (2026-11-28, night), label smoothing 0.2 instead of 0.1
 # (ahead on both seeds with 40 averaged), then alpha 1.2 over the same 40 (ahead of 1.0 on both
-# seeds); on the faster step of 2026-12-01 (about 4900 steps of it in 14 minutes), the width 192
-# (d_ff 768) instead of 128 (ahead on both seeds). BASE_RUN is the choice before label smoothing,
-# the settings every lever of 2026-11-27 and 28 (`on_demo`) starts from; SMOOTHED_RUN the choice
-# from 2026-11-28 to 2026-11-30, which the levers since start from; CHOSEN_RUN is the demo's.
+# seeds); on the faster step of 2026-12-01 (about 7000 steps of the width 128 in 14 minutes,
+# 4900 of 192), the width 192 (d_ff 768) instead of 128 (ahead on both seeds). BASE_RUN is the
+# choice before label smoothing, the settings every lever of 2026-11-27 and 28 (`on_demo`) starts
+# from; SMOOTHED_RUN the choice from 2026-11-28 to 2026-11-30, which the levers since start from;
+# CHOSEN_RUN is the demo's.
 GROUND = "fast-phrases-x10"
 BASE_RUN = f"{GROUND}-relu-dropout-0.1-vocab-8k-batch-2000"
 SMOOTHED_RUN = f"{BASE_RUN}-smoothing-0.2-windows"
@@ -296,8 +297,8 @@ STAGE_3_CHOICES = (
 )
 BASE_FLAGS = (*FAST, *PHRASES, *STAGE_3_CHOICES)
 SMOOTHING_0_2 = ("--set", "label_smoothing=0.2")
-# The chosen run's flags from 2026-11-28 (night) to 2026-11-30, which the runs since start from;
-# the chosen run's (CHOSEN_RUN's), what `make demo` trains.
+# SMOOTHED_FLAGS: the chosen run's flags from 2026-11-28 (night) to 2026-11-30, which the runs since
+# start from. CHOSEN_FLAGS (CHOSEN_RUN's): what `make demo` trains.
 SMOOTHED_FLAGS = (*BASE_FLAGS, *SMOOTHING_0_2)
 WIDER_FLAGS = (*SMOOTHED_FLAGS, "--set", "d_model=192", "--set", "d_ff=768")
 CHOSEN_FLAGS = WIDER_FLAGS
