@@ -12,7 +12,7 @@ venv: $(INSTALLED)
 $(INSTALLED): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -e ".[tensorflow,dev]"
 	touch $@
 
 # Two pytest processes (pytest-xdist): on 2 cores the suite takes about 2/3 of the time of one;

@@ -31,7 +31,7 @@ import numpy as np
 
 from benchmarks import report
 from benchmarks.probes import PROBE_SENTENCE
-from common import console, flags
+from keras_transformer_cli import console, flags
 
 RESULTS = "benchmarks/README.md"
 # The code before the batch-1 serving work (issue 40): the served path's "SavedModel before".

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-from common import console, flags
+from keras_transformer_cli import console, flags
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PARTS = ("matmul", "models", "host", "loss", "demo")
@@ -228,7 +228,7 @@ def demo_run(data, minutes, out_dir, demo_flags):
     from tensorboard.backend.event_processing import event_accumulator
     from tensorboard.util.tensor_util import make_ndarray
 
-    from common.run_dir import RunDirectory
+    from keras_transformer_cli.run_dir import RunDirectory
 
     run = RunDirectory(pathlib.Path(out_dir) / "demo-run")
     run_dir = run.path

@@ -14,12 +14,11 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
     served-path DIRECTORY SENTENCES_FILE ROUNDS profile|no-profile BATCH...
         {engine: {search: {batch: {"seconds": [per round], "translations": [...]}}}}: the
         SavedModels DIRECTORY/saved-beam4 and saved-greedy (`serving_default`, with tensorflow
-        and tensorflow_text), those in DIRECTORY/before if there are ("SavedModel before": the
-        same model exported by another version of the library), and the CTranslate2 models
-        DIRECTORY/ct2-float32 and ct2-int8 (common.engines.CTranslate2Translator, beam 4 and
-        greedy), each translating the
-        file's sentences at each BATCH, in turn within each of ROUNDS rounds; and under
-        "overhead", the CTranslate2 engine's ms per sentence at batch 1 beside its
+        and tensorflow_text), those in DIRECTORY/before if there are ("SavedModel before": the same
+        model exported by another version of the library), and the CTranslate2 models
+        DIRECTORY/ct2-float32 and ct2-int8 (CTranslate2Translator, beam 4 and greedy), each
+        translating the file's sentences at each BATCH, in turn within each of ROUNDS rounds; and
+        under "overhead", the CTranslate2 engine's ms per sentence at batch 1 beside its
         translate_batch call alone; with `profile`, under "profile" the step profile of
         saved-beam4 at batch 64 (below), in the same process
     saved-models SENTENCES_FILE ROUNDS BATCH SAVED_MODEL...
@@ -208,7 +207,8 @@ def the_loss_and_accuracy_before():
 def loss_step(config_json, batch, length, repeats):
     import os
 
-    # the training program's host allocator (common.console.start), set before TensorFlow starts
+    # the training program's host allocator (keras_transformer_cli.console.start), set before
+    # TensorFlow starts
     os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
     import keras
     import numpy as np
@@ -384,7 +384,7 @@ def served_engines(directory):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
-    from common.engines import CTranslate2Translator
+    from keras_transformer_cli.engines import CTranslate2Translator
 
     def saved(search, within=directory):
         path = f"{within}/saved-{search.replace(' ', '')}"
@@ -413,7 +413,7 @@ def engine_overhead(directory, sentences, rounds):
     """ms per sentence at batch 1 (beam 4) of our CTranslate2 engine (float32) and of its
     `translate_batch` call alone on pieces tokenized beforehand (the best of `rounds`): the
     difference is the engine's own work (tokenizing, GNMT's rescoring, detokenizing)."""
-    from common.engines import CTranslate2Translator
+    from keras_transformer_cli.engines import CTranslate2Translator
 
     engine = CTranslate2Translator(f"{directory}/ct2-float32", beam_size=4)
     pieces, _ = engine.tokenize(sentences)

@@ -35,8 +35,8 @@ import subprocess
 import sys
 import time
 
-from common import console, flags
-from common.run_dir import RunDirectory
+from keras_transformer_cli import console, flags
+from keras_transformer_cli.run_dir import RunDirectory
 
 REPORT = pathlib.Path("benchmarks/QUALITY.md")
 TABLE_START, TABLE_END = (
@@ -1025,7 +1025,7 @@ def add_scores(trainer, run, result, save):
     by that minute of training. The run's budget ended it, and its last checkpoint was written
     then (at the step in progress): minute N is that checkpoint's file time less the budget's
     remaining minutes (the files must keep their times: copy a run with them)."""
-    from common import checkpoints
+    from keras_transformer_cli import checkpoints
 
     paths = checkpoints.list_checkpoints(trainer.directory.checkpoints)
     for minutes, split, decoding in run.missing(result):
@@ -1050,7 +1050,7 @@ def score(trainer, split, decoding, paths, label=""):
     """Translates `split` with `decoding` and the average of the last of the checkpoints at
     `paths`, and scores it; one score record."""
     import keras_transformer as kt
-    from common.engines import tensor_engine
+    from keras_transformer_cli.engines import tensor_engine
     from training import metrics
 
     directory = trainer.plan.run_dir

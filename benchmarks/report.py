@@ -11,7 +11,7 @@ import json
 import pathlib
 import sys
 
-from common import console, flags
+from keras_transformer_cli import console, flags
 
 INTRO = """\
 # Benchmarks

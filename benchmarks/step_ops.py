@@ -10,7 +10,7 @@ count is of the while loop's body, without constants and the loop's own Enter/Ex
 
 import collections
 
-from common import console, flags
+from keras_transformer_cli import console, flags
 
 
 def loop_ops(model, beam_size):

@@ -1,5 +1,6 @@
 """Strings in, translations out: the model, its tokenizer and beam search (§6.1) as one
-`tf.Module`, saved as a SavedModel (common/versions.py lays it out for TensorFlow Serving).
+`tf.Module`, saved as a SavedModel (keras_transformer_cli/versions.py lays it out for
+TensorFlow Serving).
 
 Three signatures. `serving_default` takes a batch of strings `sentences` [B]; `translate` takes
 `sentences` [B] and `target_prefix` [B], strings each translation must start with (an empty

@@ -33,8 +33,8 @@ import time
 import types
 import urllib.parse
 
-from common import console, flags
-from common.engines import Scored
+from keras_transformer_cli import console, flags
+from keras_transformer_cli.engines import Scored
 
 SIGNATURE = "serving_default"
 PREFIX_SIGNATURE = "translate"  # serving_default's outputs, with a target_prefix input too

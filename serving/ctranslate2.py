@@ -17,10 +17,10 @@ import pathlib
 
 import numpy as np
 
-from common import console, flags
-from common.engines import CTRANSLATE2_LIMITS_FILE
-from common.files import new_directory
-from common.run_dir import TOKENIZER_FILE
+from keras_transformer_cli import console, flags
+from keras_transformer_cli.engines import CTRANSLATE2_LIMITS_FILE
+from keras_transformer_cli.files import new_directory
+from keras_transformer_cli.run_dir import TOKENIZER_FILE
 
 QUANTIZATIONS = ("none", "int8", "int8_float32", "float16")
 
@@ -162,7 +162,7 @@ def build_parser():
 @console.program
 def main(argv=None):
     args = flags.parse(build_parser(), argv)
-    from common import run_dir
+    from keras_transformer_cli import run_dir
 
     try:
         model, tokenizer_path = run_dir.load_with_tokenizer(args.model, args.tokenizer)

@@ -5,7 +5,7 @@ loads.
 python -m serving.export --model runs/demo/model.keras --export-dir exports/transformer
 """
 
-from common import console, flags
+from keras_transformer_cli import console, flags
 
 
 def build_parser():
@@ -35,8 +35,8 @@ def main(argv=None):
         )
 
     import keras_transformer as kt
-    from common import run_dir
-    from common.versions import export_for_serving
+    from keras_transformer_cli import run_dir
+    from keras_transformer_cli.versions import export_for_serving
 
     try:
         search = None

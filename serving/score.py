@@ -8,7 +8,7 @@ python -m serving.score --model runs/demo/model.keras --source de.txt --target e
 
 import sys
 
-from common import console, flags
+from keras_transformer_cli import console, flags
 
 
 def build_parser():
@@ -25,8 +25,8 @@ def build_parser():
 @console.program
 def main(argv=None):
     args = flags.parse(build_parser(), argv)
-    from common.engines import load_engine
-    from common.files import write_text_atomically
+    from keras_transformer_cli.engines import load_engine
+    from keras_transformer_cli.files import write_text_atomically
 
     try:
         sources = flags.read_lines(args.source, "--source")

@@ -9,7 +9,7 @@ python -m serving.translate --model exports/transformer --target-prefix "Good" "
 
 import sys
 
-from common import console, flags
+from keras_transformer_cli import console, flags
 
 
 def build_parser():
@@ -25,7 +25,7 @@ def build_parser():
 @console.program
 def main(argv=None, stdin=None):
     args = flags.parse(build_parser(), argv)
-    from common.engines import load_engine
+    from keras_transformer_cli.engines import load_engine
 
     try:
         sentences = flags.read_sentences(args, stdin or sys.stdin)

@@ -250,7 +250,7 @@ def test_steps_per_execution_act_at_its_multiples_and_a_resume_must_agree(data, 
     """TensorFlow, in this process: with 4 steps per execution the checkpoints, the summaries
     and the backup fall at steps 4, 8, ...; a resume whose --steps-per-execution does not
     divide the backup's step is refused, naming both."""
-    from common import checkpoints
+    from keras_transformer_cli import checkpoints
 
     out = tmp_path / "run"
     args = tiny_binarized_run(data, out, "--steps-per-epoch", "8", "--bleu-sentences", "0")

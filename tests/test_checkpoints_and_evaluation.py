@@ -12,8 +12,8 @@ import sacrebleu
 import tensorflow as tf
 
 import keras_transformer as kt
-from common import checkpoints, run_dir
-from common.versions import export_for_serving
+from keras_transformer_cli import checkpoints, run_dir
+from keras_transformer_cli.versions import export_for_serving
 from training import average_checkpoints, evaluate
 from training.callbacks import StopOnNaN
 from training.checkpointing import Backup, StepCheckpoints, TrainingDiverged

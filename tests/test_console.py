@@ -1,6 +1,7 @@
-"""A clean console: the programs hide TensorFlow's C++ log lines (common/console.py), `--verbose`
-and a user's TF_CPP_MIN_LOG_LEVEL bring them back, and `python -m training.summary` (the end of
-`make demo`) shows a run's figures and paths. The programs are installed as `kt-...` commands."""
+"""A clean console: the programs hide TensorFlow's C++ log lines (keras_transformer_cli/console.py),
+`--verbose` and a user's TF_CPP_MIN_LOG_LEVEL bring them back, and `python -m training.summary` (the
+end of `make demo`) shows a run's figures and paths. The programs are installed as `kt-...`
+commands."""
 
 import configparser
 import json
@@ -14,7 +15,7 @@ import pytest
 from conftest import number_pairs
 from conftest import run_python as conftest_run_python
 
-from common import console
+from keras_transformer_cli import console
 from training import summary
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ import tensorflow as tf
 from conftest import run_python
 
 import keras_transformer as kt
-from common.engines import CTranslate2Translator
+from keras_transformer_cli.engines import CTranslate2Translator
 from serving.ctranslate2 import convert
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -221,7 +221,7 @@ def test_converter_errors_name_the_field(tokenizer, tmp_path, capsys):
 @pytest.fixture(scope="module")
 def three_engines(number_translator, converted_numbers, tmp_path_factory):
     """The number model as each --model kind: .keras (tokenizer beside), SavedModel, CTranslate2."""
-    from common.versions import export_for_serving
+    from keras_transformer_cli.versions import export_for_serving
 
     model, tokenizer, _ = number_translator
     base = tmp_path_factory.mktemp("lengths") / "numbers"

@@ -12,9 +12,9 @@ from test_decoding import NO_STATE, markov_step, source_batch, strip
 from test_export import OP_SCRIPT, run_python
 
 import keras_transformer as kt
-from common.versions import read_search_settings
 from keras_transformer.decoding import decode
 from keras_transformer.decoding.constraints import prepare
+from keras_transformer_cli.versions import read_search_settings
 
 
 def test_one_group_is_beam_search_exactly(number_translator):

@@ -10,7 +10,7 @@ import tensorflow as tf
 from conftest import run_python as conftest_run_python
 
 import keras_transformer as kt
-from common.versions import export_for_serving, read_search_settings
+from keras_transformer_cli.versions import export_for_serving, read_search_settings
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -456,7 +456,7 @@ def test_an_export_without_the_new_signatures_says_to_export_again(exported):
     """An export whose `translate` takes sentences alone (before target prefixes) and has no
     `score` signature: a prefix or a score is refused, naming what to do; plain translation
     works."""
-    from common.engines import tensor_engine
+    from keras_transformer_cli.engines import tensor_engine
 
     version_dir, pairs = exported
     loaded = tf.saved_model.load(str(version_dir)).signatures

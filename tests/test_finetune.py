@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from conftest import ENGLISH_NUMBERS, GERMAN_NUMBERS
 
-from common import checkpoints
-from common.run_dir import load_model
+from keras_transformer_cli import checkpoints
+from keras_transformer_cli.run_dir import load_model
 from training import checkpointing, summary, train
 from training.checkpointing import current_step
 from training.plan import TrainingPlan

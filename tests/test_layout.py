@@ -1,5 +1,5 @@
-"""The layout holds: imports run one way (the library; below the programs, `common/`; then
-training/, serving/ and benchmarks/), importing a program sets nothing up, each flag has one
+"""The layout holds: imports run one way (the library; below the programs, `keras_transformer_cli/`;
+then training/, serving/ and benchmarks/), importing a program sets nothing up, each flag has one
 definition, and every command a program prints for the user parses with that program's parser."""
 
 import ast
@@ -15,16 +15,16 @@ from conftest import run_python
 from training import summary
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-LAYERS = ("keras_transformer", "common", "training", "serving", "benchmarks")
+LAYERS = ("keras_transformer", "keras_transformer_cli", "training", "serving", "benchmarks")
 # What each top-level package may import of the others.
 ALLOWED = {
     "keras_transformer": set(),
-    "common": {"keras_transformer"},
-    "training": {"keras_transformer", "common"},
-    "serving": {"keras_transformer", "common"},
+    "keras_transformer_cli": {"keras_transformer"},
+    "training": {"keras_transformer", "keras_transformer_cli"},
+    "serving": {"keras_transformer", "keras_transformer_cli"},
     # the benchmarks measure the programs: the quality study drives the Trainer, the speed
     # tables the CTranslate2 converter
-    "benchmarks": {"keras_transformer", "common", "training", "serving"},
+    "benchmarks": {"keras_transformer", "keras_transformer_cli", "training", "serving"},
 }
 PROGRAMS = [
     f"{package}.{path.stem}"
@@ -71,7 +71,7 @@ print(json.dumps({"changed": sorted(changed), "children": len(children) - 1}))  
 
 def test_importing_a_program_sets_nothing_up():
     """No environment variable set and no stderr filter started by an import: `main()` does
-    that (`common.console.start`)."""
+    that (`keras_transformer_cli.console.start`)."""
     environment = dict.fromkeys(
         ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND", "TF_CPU_ALLOCATOR_USE_BFC")
     )  # removed
@@ -91,18 +91,18 @@ def is_flag_row(node):
 
 
 def is_definition(function):
-    """Whether a call of `function` defines a flag: add_argument, or common/flags.py's
-    `Option`."""
+    """Whether a call of `function` defines a flag: add_argument, or
+    keras_transformer_cli/flags.py's `Option`."""
     name = getattr(function, "attr", None) or getattr(function, "id", "")
     return name in ("add_argument", "Option")
 
 
 def option_definitions():
     """{option: [where it is defined]} over every add_argument call and every `Option` (a flag
-    of common/flags.py, or of training/plan.py's sections) of the programs and of
-    common/flags.py, and every tuple of a flag table (the benchmarks' flags)."""
+    of keras_transformer_cli/flags.py, or of training/plan.py's sections) of the programs and of
+    keras_transformer_cli/flags.py, and every tuple of a flag table (the benchmarks' flags)."""
     found = {}
-    for package in ("common", "training", "serving", "benchmarks"):
+    for package in ("keras_transformer_cli", "training", "serving", "benchmarks"):
         for path in sorted((ROOT / package).glob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.Call) and is_definition(node.func):
@@ -120,7 +120,7 @@ def option_definitions():
 
 def test_each_flag_has_one_definition():
     """One name per concept, defined once with one help text: a flag that two programs take
-    comes from common/flags.py."""
+    comes from keras_transformer_cli/flags.py."""
     definitions = option_definitions()
     expected = {"--run-dir", "--export-dir", "--model", "--output", "--beam-size", "--max-length"}
     assert expected <= set(definitions)
@@ -148,7 +148,8 @@ def numeric_options():
 
 def test_every_numeric_flag_is_checked_where_it_is_parsed():
     """No program parses a number with a bare int or float, which takes 0, negatives, nan and
-    inf alike: every numeric flag has a type of common/flags.py that names its range."""
+    inf alike: every numeric flag has a type of keras_transformer_cli/flags.py that
+    names its range."""
     found = list(numeric_options())
     assert len(found) > 30  # the scan found them
     bare = [f"{program} {option}" for program, option, kind in found if kind in (int, float)]
@@ -200,7 +201,7 @@ def test_every_program_has_help_verbose_and_one_way_to_fail(program):
     parser = module.build_parser()
     assert parser.prog == f"python -m {program}"
     assert "--verbose" in parser.format_help()
-    assert module.main.__wrapped__  # common.console.program: one line and status 1
+    assert module.main.__wrapped__  # keras_transformer_cli.console.program: one line and status 1
 
 
 def parse_command(command):
@@ -313,7 +314,7 @@ def test_the_programs_functions_are_short():
     which list flags, excepted)."""
     long = [
         f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1})"
-        for package in ("common", "training", "serving", "benchmarks")
+        for package in ("keras_transformer_cli", "training", "serving", "benchmarks")
         for path in sorted((ROOT / package).glob("*.py"))
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.FunctionDef)

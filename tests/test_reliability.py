@@ -16,7 +16,7 @@ import keras
 import pytest
 from conftest import run_python, tiny_flags, write_number_data
 
-from common import files, flags, versions
+from keras_transformer_cli import files, flags, versions
 from serving import client as serving_client
 from serving import ctranslate2, export, translate
 from training import average_checkpoints, train
@@ -85,8 +85,8 @@ def test_a_resume_knows_its_tokenizer_by_another_path(tmp_path, monkeypatch):
     """A run recorded --tokenizer's absolute path; resumed from its parent folder with a relative
     path to the same file (as the quality study's score-only child is), it is the same
     vocabulary. Another file is still a vocabulary mismatch naming the flags."""
-    from common.checkpoints import RunError
-    from common.run_dir import RunDirectory, RunState
+    from keras_transformer_cli.checkpoints import RunError
+    from keras_transformer_cli.run_dir import RunDirectory, RunState
 
     for name in ("tokenizer.model", "other.model"):
         (tmp_path / name).write_bytes(b"pieces")
@@ -102,8 +102,8 @@ def test_a_resume_must_agree_on_the_phrase_tag(tmp_path):
     """--tag-phrases (and --sentence-alternatives) is recorded with the phrase mixture; an
     untagged mixture's record is the one written before the flag (so older runs resume), and a
     resume that changes the tag is refused naming the flags."""
-    from common.checkpoints import RunError
-    from common.run_dir import RunDirectory, RunState
+    from keras_transformer_cli.checkpoints import RunError
+    from keras_transformer_cli.run_dir import RunDirectory, RunState
     from training.datasets import phrase_mixture
 
     tagged = {"phrases": phrase_mixture(True, 10, True, False)}

@@ -32,7 +32,7 @@ from tensorflow_serving.apis import (
 from tensorflow_serving.config import model_server_config_pb2
 
 import keras_transformer as kt
-from common.versions import export_for_serving
+from keras_transformer_cli.versions import export_for_serving
 from serving import client as serving_client
 from serving.client import GrpcClient, RestClient, ServingError, Translation
 

@@ -324,7 +324,7 @@ def test_bad_input_is_refused_before_anything_is_written(
 def test_a_second_run_on_one_directory_is_refused_at_once(number_data, tmp_path, capsys):
     """A run holds an exclusive lock on its directory; the OS releases it when the process
     dies."""
-    from common.run_dir import RunError, RunLock
+    from keras_transformer_cli.run_dir import RunError, RunLock
 
     out = tmp_path / "run"
     with RunLock(out):
@@ -349,7 +349,7 @@ def test_a_second_run_on_one_directory_is_refused_at_once(number_data, tmp_path,
 
 HOLD_LOCK = """
 import sys, time
-from common.run_dir import RunLock
+from keras_transformer_cli.run_dir import RunLock
 lock = RunLock(sys.argv[1])
 print("locked", flush=True)
 time.sleep(120)
@@ -429,7 +429,7 @@ def test_mixed_bfloat16_trains_without_nan(number_data, tmp_path, capsys):
     assert len(losses) == 12 and all(np.isfinite(losses)) and losses[-1] < losses[0]
     # The model keeps its policy (model.keras's config names it), and its export translates the
     # test split exactly as the run's own translation of the same model did.
-    from common.engines import load_engine
+    from keras_transformer_cli.engines import load_engine
     from training import metrics
 
     with zipfile.ZipFile(out / "model.keras") as saved:
@@ -489,7 +489,7 @@ def test_sigterm_backs_up_the_step_and_the_run_resumes_there(number_data, tmp_pa
     import keras
 
     import keras_transformer as kt
-    from common import checkpoints, run_dir
+    from keras_transformer_cli import checkpoints, run_dir
     from training.checkpointing import Backup
 
     out = tmp_path / "run"
@@ -617,8 +617,8 @@ def test_run_cut_by_max_minutes_is_backed_up_and_trains_on_from_that_step(
     """--max-minutes stops the run inside its second epoch: the backup holds that very step
     (the partial epoch is backed up like any other), and the same command again trains on from
     it, keeps the cut run's checkpoints, ends at --steps exactly and exports a second version."""
-    from common import checkpoints
-    from common.checkpoints import checkpoint_path
+    from keras_transformer_cli import checkpoints
+    from keras_transformer_cli.checkpoints import checkpoint_path
     from training import callbacks, checkpointing
 
     out = tmp_path / "run"
@@ -669,7 +669,7 @@ def test_run_cut_by_max_minutes_is_backed_up_and_trains_on_from_that_step(
 
 
 def checkpoints_steps(out):
-    from common.checkpoints import list_checkpoints, step_of
+    from keras_transformer_cli.checkpoints import list_checkpoints, step_of
 
     return [step_of(p) for p in list_checkpoints(out / "checkpoints")]
 

@@ -7,7 +7,7 @@ python -m training.average_checkpoints --run-dir runs/demo --last 5 \
 
 import pathlib
 
-from common import console, flags
+from keras_transformer_cli import console, flags
 
 
 def build_parser():
@@ -34,9 +34,9 @@ def build_parser():
 def main(argv=None):
     args = flags.parse(build_parser(), argv)
 
-    from common import checkpoints
-    from common.files import write_atomically
-    from common.run_dir import RunDirectory
+    from keras_transformer_cli import checkpoints
+    from keras_transformer_cli.files import write_atomically
+    from keras_transformer_cli.run_dir import RunDirectory
 
     run = RunDirectory(args.run_dir)
     paths = args.checkpoints or checkpoints.list_checkpoints(run.checkpoints)[-args.last :]

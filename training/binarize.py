@@ -16,8 +16,9 @@ import json
 import pathlib
 import sys
 
-from common import console, flags
-from training.datasets import check_phrase_flags, phrase_mixture
+from keras_transformer_cli import console, flags
+
+from .datasets import check_phrase_flags, phrase_mixture
 
 SPLITS = ("train", "validation", "test")
 
@@ -69,7 +70,7 @@ def check(args):
     if args.dataset.startswith("binarized:"):
         raise ValueError("--dataset binarized:DIR is binarized already")
     if args.run_dir is not None:
-        from common.run_dir import RunDirectory
+        from keras_transformer_cli.run_dir import RunDirectory
 
         args.tokenizer = RunDirectory(args.run_dir).tokenizer
         if not args.tokenizer.is_file():
@@ -83,7 +84,8 @@ def check(args):
 def tokenizer_for(args, dataset, path):
     """The run's tokenizer, --tokenizer's, or one trained on the training split into `path`."""
     import keras_transformer as kt
-    from training.datasets import train_tokenizer
+
+    from .datasets import train_tokenizer
 
     if args.tokenizer:
         path.write_bytes(args.tokenizer.read_bytes())
@@ -174,9 +176,10 @@ def main(argv=None):
 
 def binarize(args):
     """Writes the folder of `args` (checked); returns its path."""
-    from common.files import new_directory
     from keras_transformer.data import binarized
-    from training.datasets import Dataset
+    from keras_transformer_cli.files import new_directory
+
+    from .datasets import Dataset
 
     dataset = Dataset(
         args.dataset,

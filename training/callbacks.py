@@ -20,8 +20,9 @@ import time
 import keras
 import numpy as np
 
-from common import checkpoints
-from training.checkpointing import StepCounter, TrainingDiverged, current_step
+from keras_transformer_cli import checkpoints
+
+from .checkpointing import StepCounter, TrainingDiverged, current_step
 
 
 class StopOnNaN(keras.callbacks.Callback):
@@ -152,7 +153,7 @@ class ValidationLoss(keras.callbacks.Callback):
         self.batches = batches
 
     def on_epoch_end(self, epoch, logs=None):
-        from training.metrics import validation_loss
+        from .metrics import validation_loss
 
         if logs is not None:
             logs["val_loss"] = validation_loss(self.model, self.batches)
@@ -173,7 +174,7 @@ class TranslationMonitor(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         import keras_transformer as kt
-        from common.engines import tensor_engine
+        from keras_transformer_cli.engines import tensor_engine
 
         translator = kt.Translator(self.model, self.tokenizer, beam_size=1)
         self.translator = translator
@@ -182,7 +183,7 @@ class TranslationMonitor(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         import tensorflow as tf
 
-        from training.metrics import corpus_scores, translate_all
+        from .metrics import corpus_scores, translate_all
 
         if not self.pairs:
             return

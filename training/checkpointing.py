@@ -1,7 +1,7 @@
 """The Keras callbacks that checkpoint a run during `fit` (the files are
-`common.checkpoints`'): the step checkpoints, the exact backup a stopped run resumes from, and
-the best checkpoint by a validation figure (--keep-best, --early-stopping). Nothing non-finite
-is ever written (`check_finite`).
+`keras_transformer_cli.checkpoints`'): the step checkpoints, the exact backup a stopped run resumes
+from, and the best checkpoint by a validation figure (--keep-best, --early-stopping). Nothing
+non-finite is ever written (`check_finite`).
 
 They count steps from the batches `fit` reports (`StepCounter`) instead of reading the
 optimizer's counter: under JAX, reading the model in the middle of an epoch copies the whole
@@ -16,7 +16,7 @@ import time
 import keras
 import numpy as np
 
-from common.checkpoints import (
+from keras_transformer_cli.checkpoints import (
     BACKUP_INDEX,
     RECORD,
     RunError,
@@ -27,8 +27,8 @@ from common.checkpoints import (
     step_of,
     weights_of,
 )
-from common.files import ensure_room, write_atomically, write_text_atomically
-from common.run_dir import RunDirectory
+from keras_transformer_cli.files import ensure_room, write_atomically, write_text_atomically
+from keras_transformer_cli.run_dir import RunDirectory
 
 
 def current_step(model):

@@ -12,7 +12,7 @@ Only binarized data is read without TensorFlow; the readers of the others import
 
 import pathlib
 
-from common.flags import DATASET_HELP as SPEC_HELP
+from keras_transformer_cli.flags import DATASET_HELP as SPEC_HELP
 
 KINDS = ("ding", "tfds", "folder", "tsv", "binarized")
 

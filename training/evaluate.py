@@ -14,7 +14,7 @@ the right stem); the signatures are printed, so that scores can be compared acro
 import pathlib
 import sys
 
-from common import console, flags
+from keras_transformer_cli import console, flags
 
 
 def build_parser():
@@ -61,7 +61,8 @@ def read_pairs(args):
     or the --dataset split's."""
     from keras_transformer.data import read_parallel_files
     from keras_transformer.data.corpus import read_lines
-    from training.datasets import Dataset
+
+    from .datasets import Dataset
 
     if args.source and args.reference is None:
         return [(line, None) for line in read_lines(args.source)], args.source.stem
@@ -81,10 +82,11 @@ def main(argv=None):
         parser.error("--reference needs --source")
     console.start(args.verbose)
 
-    from common.engines import load_engine
     from keras_transformer.data import CorpusError
     from keras_transformer.decoding import Sampling
-    from training import metrics
+    from keras_transformer_cli.engines import load_engine
+
+    from . import metrics
 
     try:
         sampling = None

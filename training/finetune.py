@@ -15,7 +15,7 @@ import pathlib
 import sys
 import zipfile
 
-from common import checkpoints, run_dir
+from keras_transformer_cli import checkpoints, run_dir
 
 # The config fields that change how a model trains, not what its weights mean.
 TRAINING_FIELDS = (

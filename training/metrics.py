@@ -10,7 +10,7 @@ import sys
 import keras
 import numpy as np
 
-from common.run_dir import scores_beside
+from keras_transformer_cli.run_dir import scores_beside
 
 
 def progress_verbosity():
@@ -20,8 +20,8 @@ def progress_verbosity():
 
 def translate_all(translate, sentences, batch_size=64, verbose=0, cut=None):
     """Translations of `sentences` in their order, decoded in batches of similar length;
-    `translate(list of str) -> [Translation]` (a `common.engines.Engine`). `cut`, a list,
-    receives the index of every sentence whose source was longer than the model holds."""
+    `translate(list of str) -> [Translation]` (a loaded translator's `translate`). `cut`,
+    a list, receives the index of every sentence whose source was longer than the model holds."""
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     results = [None] * len(sentences)
     progress = keras.utils.Progbar(len(sentences), verbose=verbose, unit_name="sentence")

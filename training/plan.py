@@ -10,9 +10,10 @@ import dataclasses
 import json
 import pathlib
 
-from common import checkpoints, flags
-from common.flags import COUNT, Option
-from training.datasets import check_phrase_flags, phrase_mixture
+from keras_transformer_cli import checkpoints, flags
+from keras_transformer_cli.flags import COUNT, Option
+
+from .datasets import check_phrase_flags, phrase_mixture
 
 # The paper's schedule: base models trained 100k steps at 0.4 s a step, big ones 300k at 1.0 s
 # (§5.2), and averaged their last 5 and 20 checkpoints, written 10 minutes apart (§6.1): every
@@ -301,7 +302,7 @@ class TrainingPlan:
         (PAPER_TRAINING) where they are not given, RUN_DIR/export, and the small preset unless
         --init-from gives the config."""
         paper = PAPER_TRAINING.get(self.model.preset, OTHER_TRAINING)
-        from common.run_dir import RunDirectory
+        from keras_transformer_cli.run_dir import RunDirectory
 
         export_dir = self.evaluation.export_dir or RunDirectory(self.run_dir).export
         preset = self.model.preset
@@ -317,7 +318,7 @@ class TrainingPlan:
 
     def checked(self):
         """Refuses values that cannot work together, naming the flags (each number alone is
-        checked where it is parsed: `common.flags`); returns the plan."""
+        checked where it is parsed: `keras_transformer_cli.flags`); returns the plan."""
         parse_overrides(self.model.overrides)  # refuses an item that is not FIELD=VALUE
         data = self.data
         check_phrase_flags(
@@ -386,8 +387,9 @@ class TrainingPlan:
 
     def settings(self, config, languages, precision):
         """What a resume of this run must agree with (run.json's settings)."""
-        from common.run_dir import tokenizer_beside
-        from training.finetune import with_model_tokenizer
+        from keras_transformer_cli.run_dir import tokenizer_beside
+
+        from .finetune import with_model_tokenizer
 
         data, selection = self.data, self.selection
         if data.tokenizer:

@@ -10,7 +10,7 @@ import collections
 import json
 import pathlib
 
-from common import console, flags
+from keras_transformer_cli import console, flags
 
 
 def build_parser():

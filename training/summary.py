@@ -15,9 +15,9 @@ import os
 import pathlib
 import shlex
 
-from common import checkpoints, console, flags
-from common.run_dir import RunDirectory
-from common.versions import latest_version
+from keras_transformer_cli import checkpoints, console, flags
+from keras_transformer_cli.run_dir import RunDirectory
+from keras_transformer_cli.versions import latest_version
 
 LONGER = "-30-minutes"  # the suffix of the longer run's directories
 

@@ -10,14 +10,15 @@ trains it on, and a finished run says so and changes nothing. At the end the las
 checkpoints are averaged (§6.1), the average is scored on the test split with sacrebleu and
 exported as a SavedModel for TensorFlow Serving. The work is `training.trainer.Trainer`'s; this
 module holds the command line, generated from the plan's fields (`training.plan`, where each
-flag is defined). See `common/run_dir.py` for what the run directory holds.
+flag is defined). See `keras_transformer_cli/run_dir.py` for what the run directory holds.
 """
 
 import signal
 import sys
 
-from common import console, flags
-from training.plan import TrainingPlan
+from keras_transformer_cli import console, flags
+
+from .plan import TrainingPlan
 
 
 def build_parser():
@@ -30,8 +31,8 @@ def build_parser():
 @console.program
 def main(argv=None):
     args = flags.parse(build_parser(), argv)
-    from training.checkpointing import TrainingDiverged
-    from training.trainer import Interrupted, Trainer
+    from .checkpointing import TrainingDiverged
+    from .trainer import Interrupted, Trainer
 
     try:
         Trainer(TrainingPlan.from_flags(args)).run()

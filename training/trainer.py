@@ -19,10 +19,11 @@ import shutil
 import sys
 import tempfile
 
-from common.flags import DEFAULT_VOCAB_SIZE
-from common.run_dir import RunDirectory, RunError
-from training import finetune
-from training.datasets import train_tokenizer
+from keras_transformer_cli.flags import DEFAULT_VOCAB_SIZE
+from keras_transformer_cli.run_dir import RunDirectory, RunError
+
+from . import finetune
+from .datasets import train_tokenizer
 
 TFDS_COUNTED = 10000  # pairs of a tfds training split counted before training (all with --epochs)
 # Steps per execution under JAX (without --steps-per-execution), largest first: see
@@ -40,7 +41,7 @@ def log(message):
 
 def on_keras_distribution(strategy):
     """Whether the run's devices are Keras's distribution API's (JAX), not tf.distribute's."""
-    from training.runtime import Devices
+    from .runtime import Devices
 
     return isinstance(strategy, Devices)
 
@@ -84,7 +85,7 @@ class Trainer:
     def prepared(self):
         """`prepare`d, holding the run directory's lock (the chief) and a scratch directory
         until the block ends."""
-        from training import runtime
+        from . import runtime
 
         lock = self.directory.lock() if runtime.is_chief() else None
         with lock or contextlib.nullcontext(), tempfile.TemporaryDirectory() as scratch:
@@ -97,8 +98,8 @@ class Trainer:
     def prepare(self):
         """Checks the plan against the machine, the data and the run directory, then writes
         the tokenizer and run.json (the chief)."""
-        from training import runtime
-        from training.datasets import Dataset
+        from . import runtime
+        from .datasets import Dataset
 
         data, hardware, schedule = self.plan.data, self.plan.hardware, self.plan.schedule
         self.config = self.build_config()
@@ -136,7 +137,7 @@ class Trainer:
         """The tokenizer, the counted splits and the run's files (the chief), or the chief's
         tokenizer (other workers). Workers meet at a barrier after the chief's part, so that
         all stop together when it fails."""
-        from training import runtime
+        from . import runtime
 
         own = self.directory.tokenizer
         failure = None
@@ -243,7 +244,7 @@ class Trainer:
             raise ValueError(f"{path}: {error}") from None
 
     def check_batch_budget(self):
-        from training.runtime import in_multi_worker_mode
+        from .runtime import in_multi_worker_mode
 
         plan, replicas = self.plan, self.strategy.num_replicas_in_sync
         rows = replicas * plan.schedule.accumulate_steps
@@ -434,7 +435,7 @@ class Trainer:
         """For a new run, the tokenizer and run.json, once every check passed. A resume
         records its steps only once its backup is restored (`train`): a resume refused until
         then changes nothing in the run directory."""
-        from common.files import write_atomically
+        from keras_transformer_cli.files import write_atomically
 
         own = self.directory.tokenizer
         if not own.is_file():
@@ -467,10 +468,11 @@ class Trainer:
         """`model.fit` from the backup's step to the plan's; returns the trained model."""
         import keras
 
-        from common import checkpoints
-        from training.callbacks import StopOnSignal
-        from training.checkpointing import Backup, current_step
-        from training.metrics import progress_verbosity
+        from keras_transformer_cli import checkpoints
+
+        from .callbacks import StopOnSignal
+        from .checkpointing import Backup, current_step
+        from .metrics import progress_verbosity
 
         model = self.compiled_model()
         with self.strategy.scope():
@@ -575,7 +577,7 @@ class Trainer:
         AUTO_STEPS_PER_EXECUTION that divides every step the callbacks act at."""
         import keras
 
-        from common.checkpoints import saved_step
+        from keras_transformer_cli.checkpoints import saved_step
 
         plan = self.plan
         start = saved_step(self.directory.backup)
@@ -645,8 +647,8 @@ class Trainer:
         epochs); the time limit."""
         import keras
 
-        from training import callbacks, checkpointing
-        from training.checkpointing import KeepBest
+        from . import callbacks, checkpointing
+        from .checkpointing import KeepBest
 
         plan, run = self.plan, self.directory
         listed = [
@@ -672,9 +674,10 @@ class Trainer:
     def chief_callbacks(self):
         import keras
 
-        from common.checkpoints import BestState
-        from training import callbacks
-        from training.checkpointing import KeepBest
+        from keras_transformer_cli.checkpoints import BestState
+
+        from . import callbacks
+        from .checkpointing import KeepBest
 
         plan, run = self.plan, self.directory
         listed = []
@@ -714,8 +717,9 @@ class Trainer:
         """Writes the final model (the average of the last checkpoints, or the best) into
         model.keras; on TensorFlow scores it on the test split, exports it and records the
         finished run in run.json. Returns the record."""
-        from common.files import write_atomically
-        from training.checkpointing import current_step
+        from keras_transformer_cli.files import write_atomically
+
+        from .checkpointing import current_step
 
         step = current_step(model) if model is not None else self.state.step
         final, exported, validation = self.final_model()
@@ -736,9 +740,9 @@ class Trainer:
         """(the model the run ends with, what it is, {"metric", "value"} of its validation
         figure or None): the average of the last --keep-checkpoints checkpoints (§6.1), or with
         --final-model best the --keep-best checkpoint."""
-        from common import checkpoints
-        from common.checkpoints import BestState, read_record
-        from common.run_dir import load_model
+        from keras_transformer_cli import checkpoints
+        from keras_transformer_cli.checkpoints import BestState, read_record
+        from keras_transformer_cli.run_dir import load_model
 
         plan = self.plan
         if plan.selection.final_model == "best":
@@ -762,9 +766,10 @@ class Trainer:
         """The --keep-best figure of `model` on the validation pairs: greedy BLEU or chrF, or
         the references' cross-entropy."""
         import keras_transformer as kt
-        from common.engines import tensor_engine
         from keras_transformer.data import Corpus, make_batches
-        from training.metrics import corpus_scores, translate_all, validation_loss
+        from keras_transformer_cli.engines import tensor_engine
+
+        from .metrics import corpus_scores, translate_all, validation_loss
 
         pairs = self.validation_pairs[: self.plan.evaluation.bleu_sentences]
         tokenizer, keep_best = self.tokenizer, self.plan.selection.keep_best
@@ -782,9 +787,10 @@ class Trainer:
 
     def score_and_export(self, model):
         import keras_transformer as kt
-        from common.engines import search_name, tensor_engine
-        from common.versions import export_for_serving
-        from training import metrics
+        from keras_transformer_cli.engines import search_name, tensor_engine
+        from keras_transformer_cli.versions import export_for_serving
+
+        from . import metrics
 
         evaluation, split = self.plan.evaluation, self.plan.data.test_split
         translator = kt.Translator(

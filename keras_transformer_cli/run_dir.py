@@ -17,8 +17,8 @@ logs/                 TensorBoard: train/ (loss, accuracy, learning rate),
 model.keras           the average of the last K checkpoints (or the best: --final-model)
 translations.test.txt and .scores.json (BLEU, chrF, chrF++), export/<version>/ (the SavedModel)
 
-Checkpointing: its files and averaging in `common.checkpoints`, its Keras callbacks (the
-backup, the step checkpoints, the best one) in `training.checkpointing`.
+Checkpointing: its files and averaging in `keras_transformer_cli.checkpoints`, its Keras
+callbacks (the backup, the step checkpoints, the best one) in `training.checkpointing`.
 """
 
 import dataclasses
@@ -29,9 +29,9 @@ import os
 import pathlib
 import zipfile
 
-from common import checkpoints
-from common.checkpoints import RunError
-from common.files import write_text_atomically
+from keras_transformer_cli import checkpoints
+from keras_transformer_cli.checkpoints import RunError
+from keras_transformer_cli.files import write_text_atomically
 
 SETTINGS_FILE = "run.json"
 TOKENIZER_FILE = "tokenizer.model"

@@ -16,7 +16,7 @@ import dataclasses
 import math
 import pathlib
 
-from common import console
+from keras_transformer_cli import console
 
 # What --model can name; each program lists the kinds it reads.
 MODEL_KINDS = {

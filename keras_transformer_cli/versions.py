@@ -11,7 +11,7 @@ import pathlib
 import shutil
 import tempfile
 
-from common.files import remove_stale, temporary_prefix
+from keras_transformer_cli.files import remove_stale, temporary_prefix
 
 WARMUP_SENTENCES = ("Guten Morgen.", "Das ist ein Test.", "")
 WARMUP_FILE = pathlib.PurePath("assets.extra", "tf_serving_warmup_requests")

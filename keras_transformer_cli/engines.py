@@ -13,8 +13,8 @@ import os
 import pathlib
 import typing
 
-from common import run_dir
-from common.versions import latest_version, read_search_settings, search_settings
+from keras_transformer_cli import run_dir
+from keras_transformer_cli.versions import latest_version, read_search_settings, search_settings
 
 CTRANSLATE2_LIMITS_FILE = "keras_transformer.json"  # {"max_length": the model's config.max_length}
 
@@ -159,7 +159,7 @@ def load_engine(
     given. Search settings left None are §6.1's (`flags.SEARCH_DEFAULTS`). `sampling` (a
     kt.Sampling) samples instead of beam search; `jit_compile` compiles the search with XLA.
     Raises ValueError naming the flag or file that cannot be used."""
-    from common.flags import SEARCH_DEFAULTS
+    from keras_transformer_cli.flags import SEARCH_DEFAULTS
 
     model_path = pathlib.Path(model_path)
     asked = {"beam_size": beam_size, "alpha": alpha, "extra_length": extra_length}

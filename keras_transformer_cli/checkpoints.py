@@ -29,7 +29,7 @@ import zipfile
 
 import numpy as np
 
-from common.files import write_atomically
+from keras_transformer_cli.files import write_atomically
 
 
 class RunError(ValueError):
