@@ -53,17 +53,18 @@ demo: $(INSTALLED)
 		"Er spricht gut Englisch."
 	$(BIN)/python -m training.summary --run-dir "$(DEMO_DIR)" --export-dir "$(DEMO_EXPORT)" --demo
 
-# Speed and memory against peers measured in the same run (about 20 minutes on 2 cores; the
-# served path translates the Ding test split): rewrites benchmarks/README.md and results.json.
+# Speed and memory against peers measured in the same run (about 45 minutes on a 2-core machine,
+# docs/benchmarks.md; the served path translates the Ding test split): rewrites
+# benchmarks/README.md and results.json.
 bench: $(INSTALLED)
 	$(BIN)/python -m training.prepare_ding --phrases
 	$(BIN)/python -m benchmarks.bench $(BENCH_ARGS)
 
 # What an offline GPU machine with JAX and no TensorFlow needs for `python -m benchmarks.gpu`
-# (docs/backends-and-gpus.md), in one folder to copy beside the repository (under 60 MiB): Ding binarized
-# with a 4000-piece vocabulary (the demo's until 2026-11-26, as benchmarks/GPU.md measured it; the
-# phrase mixture) and the wheels of Keras, KerasHub and the two pure-Python or binary needs such an
-# image lacks, for Python 3.12 on x86-64.
+# (docs/backends-and-gpus.md), in one folder to copy beside the repository (under 60 MiB): Ding
+# binarized with a 4000-piece vocabulary (the one benchmarks/GPU.md measured; the phrase mixture)
+# and the wheels of Keras, KerasHub and the two pure-Python or binary needs such an image lacks,
+# for Python 3.12 on x86-64.
 GPU_BUNDLE ?= build/gpu-bundle
 GPU_PYTHON ?= 3.12
 GPU_PLATFORMS := $(foreach n,manylinux_2_28 manylinux_2_27 manylinux_2_17 manylinux2014,--platform $(n)_x86_64)
@@ -77,7 +78,8 @@ gpu-bundle: $(INSTALLED)
 		$$($(BIN)/pip list --format=freeze 2>/dev/null | grep -E -i '^(keras|keras-hub|namex|optree)==')
 	du -sh $(GPU_BUNDLE)
 
-# The study of the demo's settings (hours; resumable): rewrites benchmarks/QUALITY.md and QUALITY.json.
+# The study of the demo's settings (hours; resumable): rewrites benchmarks/QUALITY.md and
+# QUALITY.json.
 quality: $(INSTALLED)
 	$(BIN)/python -m benchmarks.quality $(QUALITY_ARGS)
 

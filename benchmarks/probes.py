@@ -384,7 +384,7 @@ def served_engines(directory):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
-    from keras_transformer_cli.engines import CTranslate2Translator
+    from keras_transformer.ctranslate2_translator import CTranslate2Translator
 
     def saved(search, within=directory):
         path = f"{within}/saved-{search.replace(' ', '')}"
@@ -413,7 +413,7 @@ def engine_overhead(directory, sentences, rounds):
     """ms per sentence at batch 1 (beam 4) of our CTranslate2 engine (float32) and of its
     `translate_batch` call alone on pieces tokenized beforehand (the best of `rounds`): the
     difference is the engine's own work (tokenizing, GNMT's rescoring, detokenizing)."""
-    from keras_transformer_cli.engines import CTranslate2Translator
+    from keras_transformer.ctranslate2_translator import CTranslate2Translator
 
     engine = CTranslate2Translator(f"{directory}/ct2-float32", beam_size=4)
     pieces, _ = engine.tokenize(sentences)

@@ -5,6 +5,7 @@ skipped.
     python -m benchmarks.quality                    # every run of the study not yet done (hours)
     python -m benchmarks.quality --list             # the runs, and which are done
     python -m benchmarks.quality --only baseline    # some runs (names or levers)
+    python -m benchmarks.quality --report-only      # the report again, from QUALITY.json
 
 Each run trains `python -m training.train`'s model from the demo's settings before the study with
 one lever changed (or several, in the combined runs) for the same wall-clock budget, then
@@ -17,9 +18,11 @@ scored as if its budget had ended earlier, with the checkpoints written by then.
 Each run is a fresh process writing RUN_DIR/result.json; a run with a result for the same training
 (there, or in benchmarks/QUALITY.json) is not trained again, so the study continues where it
 stopped, also in a fresh checkout; decodings added to a finished run since are scored on its
-kept checkpoints. After every run the table in benchmarks/QUALITY.md
-(between its table markers; the text around them is kept) and benchmarks/QUALITY.json are
-rewritten.
+kept checkpoints. After every run benchmarks/QUALITY.json (every run's result, and the
+measurements outside the study's runs that the report quotes) and the report in
+benchmarks/QUALITY.md are rewritten: between its markers (the text around them is kept) the
+chosen settings, a row for each lever tried (`LEVERS`: every recorded run is counted in one),
+the learning curve, the chosen settings' test split and the fresh-clone demos.
 """
 
 import argparse
@@ -33,6 +36,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 
 from keras_transformer_cli import console, flags
@@ -302,6 +306,20 @@ SMOOTHING_0_2 = ("--set", "label_smoothing=0.2")
 SMOOTHED_FLAGS = (*BASE_FLAGS, *SMOOTHING_0_2)
 WIDER_FLAGS = (*SMOOTHED_FLAGS, "--set", "d_model=192", "--set", "d_ff=768")
 CHOSEN_FLAGS = WIDER_FLAGS
+# The report's learning curve: the latest settings run to 60 minutes (label smoothing 0.2, the
+# width 128; the width 192 was chosen after it), and its 30-minute twin on seed 1, in the chosen
+# decoding and the wider windows a longer run may want.
+CURVE_RUN = f"{BASE_RUN}-smoothing-0.2-60-minutes"
+CURVE_SEED_1 = f"{BASE_RUN}-smoothing-0.2-30-minutes-seed-1"
+CURVE_RUNS = (CURVE_RUN, CURVE_SEED_1)
+CURVE_DECODINGS = (CHOSEN_DECODING, *WIDER_WINDOWS)
+CURVE_NOTE = (
+    "it ran on the Ding parser 4 (the chosen runs, on parser 7). With 40 averaged validation "
+    "peaks at 14 minutes (3725 steps) while the training accuracy rises from 0.50 to 0.69 by 60: "
+    "past about 4000 steps these settings over-fit. After 30 minutes the last 160 checkpoints "
+    "are ahead of 40 on both seeds, so a 30-minute demo averages them "
+    '(`DEMO_ARGS="--keep-checkpoints 160"`).'
+)
 
 
 def on_demo(name, lever, *flags, **fields):
@@ -931,6 +949,369 @@ STUDY = (
 )
 
 
+# The report's lever table (benchmarks/QUALITY.md): what each run compared, against what, and
+# what the study did with it. Every run of QUALITY.json belongs to one row (the first that names
+# it among its runs, else among its bases); the report gives the runs no row names a row of
+# their own, so that the table counts them all.
+
+
+@dataclasses.dataclass(frozen=True)
+class Trial:
+    """One row of the lever table: `runs` (one a seed) scored on validation in `decoding` (None:
+    each run's best decoding) against `base` (the same seeds of the settings the row changes) in
+    `base_decoding` (None: `decoding`), and the study's `decision`. A name is a result's
+    (`record_name`), NAME@MINUTES for a curve's point, or a measurement's in QUALITY.json.
+    `base` and `decoding` left out (...) are the section's."""
+
+    change: str
+    runs: tuple
+    decision: str
+    base: tuple = ...
+    decoding: tuple | None = ...
+    base_decoding: tuple | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """Rows of the lever table, with their base, machine and dates in `text`."""
+
+    title: str
+    text: str
+    trials: tuple
+
+
+def rows(trials, base=(), decoding=None):
+    """`trials` with `base` and `decoding` where they leave them out."""
+    return tuple(
+        dataclasses.replace(
+            t,
+            base=base if t.base is ... else t.base,
+            decoding=decoding if t.decoding is ... else t.decoding,
+        )
+        for t in trials
+    )
+
+
+def section(title, text, trials, base=(), decoding=None):
+    """A Section whose rows take `base` and `decoding` where they leave them out."""
+    return Section(title, text, rows(trials, base, decoding))
+
+
+def joined(title, text, *groups):
+    """A Section of the rows of `groups` (each of `rows`)."""
+    return Section(title, text, tuple(t for group in groups for t in group))
+
+
+def seeds(name, count=2):
+    """`name` and its `-seed-N` twins, seeds 0 to `count` - 1."""
+    return (name, *(f"{name}-seed-{seed}" for seed in range(1, count)))
+
+
+def _on(prefix):
+    """Names of runs on `prefix`'s settings: `_on(P)("x")` is `P-x`."""
+    return lambda name: f"{prefix}-{name}"
+
+
+T = Trial
+RELU_RUN, VOCAB_RUN = f"{GROUND}-relu-dropout-0.1", f"{GROUND}-relu-dropout-0.1-vocab-8k"
+_G, _R, _V = _on(GROUND), _on(RELU_RUN), _on(VOCAB_RUN)
+_B, _S, _F = _on(BASE_RUN), _on(SMOOTHED_RUN), f"{SMOOTHED_RUN}-faster-step"
+PARSER_5 = seeds(_S("ding-parser-5"))
+MAKE_DEMO_ZEN_4 = "make demo b42ca75"  # measurements (QUALITY.json): the Zen 4's demo model,
+SEARCHES = (MAKE_DEMO_ZEN_4, f"{_B('seed-1-zen-4')} searches")  # and both seeds' searches
+ZEN_4 = (MAKE_DEMO_ZEN_4, _B("seed-1-zen-4"))
+SLOWER = (f"{_B('60-minutes')}@14", _B("seed-1-again"))
+WINDOWS_2, WINDOWS_3 = seeds(_B("windows")), seeds(_B("windows"), 3)
+
+
+def _points(run, minutes):
+    """A run's curve points at `minutes`, then the whole run; and the run cut at 14 minutes."""
+    return {"runs": (*(f"{run}@{m}" for m in minutes), run), "base": (f"{run}@14",)}
+
+
+LEVERS = (
+    joined(
+        "Stages 1 and 2: one lever on the demo's first settings, then on their winners",
+        "Stage 1: the small preset (3+3 layers, d_model 256, d_ff 1024), 8000 pieces, 3000 tokens "
+        "a batch, dropout 0.1, 400-1200 steps in 14 minutes on an AVX2 AMD EPYC (2026-11-23); each "
+        "run's best decoding of greedy and beam 4 over 5 checkpoints. Stage 2 (11-24) from "
+        "`fast`: d_model 128, d_ff 512, 2+2 layers, 4000 pieces, no dropout, no step cap (2600 "
+        "steps); `+`: a lever on it.",
+        rows(
+            (
+                T("none: the base", ("baseline",), "the base", base=()),
+                T("none, a slower step", ("baseline (study version 1)",), "run again"),
+                T("warm-up 200 steps", ("warmup-200",), "lost: one output"),
+                T("Eq. 3's rate x2", ("lr-x2",), "level"),
+                T("d_model 128, d_ff 512", ("d128",), "ahead: combined"),
+                T("2+2 layers", ("layers-2",), "ahead: combined"),
+                T("pre-norm", ("pre-norm",), "ahead: not combined"),
+                T("4000 pieces", ("vocab-4k",), "ahead: combined"),
+                T("2000 pieces", ("vocab-2k",), "behind 4000"),
+                T("1500 tokens a batch", ("batch-1500",), "behind d128"),
+                T("no dropout", ("dropout-0",), "ahead: combined"),
+                T("phrase pairs, sentences x10", ("phrases-x10",), "level"),
+            ),
+            base=("baseline",),
+        ),
+        rows(
+            (
+                T(
+                    "stage 1's winners",
+                    ("fast",),
+                    "the new base",
+                    base=("baseline",),
+                    decoding=None,
+                ),
+                T("+ phrase pairs, sentences x10", seeds(GROUND), "chosen"),
+                T("+ dropout 0.3", ("fast-dropout-0.3",), "level"),
+                T("+ dropout 0.1", ("fast-dropout-0.1",), "ran later, Zen 4"),
+                T("+ label smoothing 0", ("fast-smoothing-0",), "lost"),
+                T("+ 3+3 layers", ("fast-layers-3",), "ahead, after choice"),
+                T("+ phrases, dropout 0.1", (_G("dropout-0.1"),), "lost", base=(GROUND,)),
+            ),
+            base=("fast",),
+            decoding=EARLIER_DECODING,
+        ),
+    ),
+    section(
+        "Stage 3: one lever on stage 2's choice (the phrase pairs)",
+        "An Intel Xeon, 1300-3800 steps (2026-11-26 and 27). Beam 4, alpha 0.6, 20 averaged "
+        "unless the row says otherwise; `+` marks a lever on the choice above it.",
+        (
+            T("none, again that day", (_G("again"),), "level"),
+            T("BPE-dropout 0.1", seeds(_G("sampling-0.1")), "lost"),
+            T("BPE-dropout 0.05", (_G("sampling-0.05"),), "lost"),
+            T("unigram, sampling 0.5", (_G("unigram-sampling-0.5"),), "lost"),
+            T("3+3 layers", (_G("layers-3"),), "lost"),
+            T("attention dropout 0.1", (_G("attention-dropout-0.1"),), "lost"),
+            T("ReLU dropout 0.1", seeds(RELU_RUN), "chosen"),
+            T("+ ReLU dropout 0.2", (_G("relu-dropout-0.2"),), "lost", base=seeds(RELU_RUN)),
+            T("+ label smoothing 0.2", (_R("smoothing-0.2"),), "level", base=seeds(RELU_RUN)),
+            T("+ 8000 pieces", seeds(VOCAB_RUN), "chosen", base=seeds(RELU_RUN)),
+            T(
+                "++ d_model 192, d_ff 768",
+                (_V("d192"),),
+                "lost: fewer steps",
+                base=seeds(VOCAB_RUN),
+            ),
+            T("+ 16000 pieces", (_R("vocab-16k"),), "lost", base=seeds(VOCAB_RUN)),
+            T("++ warm-up 400 steps", (_V("warmup-400"),), "level", base=seeds(VOCAB_RUN)),
+            T(
+                "++ 2000 tokens, alpha 1",
+                seeds(BASE_RUN),
+                "chosen",
+                seeds(VOCAB_RUN),
+                TWENTY_AVERAGED,
+            ),
+            T(
+                "+++ 1500 tokens",
+                seeds(_V("batch-1500")),
+                "1 of 2 ahead",
+                seeds(BASE_RUN),
+                TWENTY_AVERAGED,
+            ),
+        ),
+        base=seeds(GROUND),
+        decoding=EARLIER_DECODING,
+    ),
+    section(
+        "About 1600 steps: the chosen settings on a slower AMD EPYC",
+        "Stage 3's choice (`...-batch-2000`) at 0.5 s a step (2026-11-27). Beam 4, alpha 1.0, the "
+        "last 20 averaged; seed 0's base is the 60-minute run cut at 14 minutes.",
+        (
+            T("none, seed 1 here", (_B("seed-1-again"),), "the base", base=SLOWER[:1]),
+            T("Eq. 3's rate x2", (_B("lr-x2"),), "lost"),
+            T("Eq. 3's rate x0.5", (_B("lr-x0.5"),), "lost"),
+            T("no ReLU dropout", (_B("relu-dropout-0"),), "level"),
+            T("sentences x20", seeds(_B("sentence-repeats-20")), "chosen, withdrawn"),
+            T("10 averaged, not 20", SLOWER, "chosen", SLOWER, TEN_AVERAGED, TWENTY_AVERAGED),
+        ),
+        base=SLOWER,
+        decoding=TWENTY_AVERAGED,
+    ),
+    joined(
+        "About 3700 steps: the chosen settings on a Zen 4 AMD EPYC",
+        "0.22 s a step (2026-11-28 and 29). Beam 4, alpha 1.0, 10 averaged, unless the row says "
+        "otherwise, against `make demo`'s model (b42ca75, seed 0; a probe is measured outside "
+        "the runs); from `40 averaged` on, over 40 against `...-windows`, then alpha 1.2 against "
+        "label smoothing 0.2's runs (`+`; `++`: on the Ding parser 5's).",
+        rows(
+            (
+                T("none, seed 1 here", (_B("seed-1-zen-4"),), "the base", base=ZEN_4[:1]),
+                T("mixed bfloat16", (_B("bf16"),), "level"),
+                T("pre-norm", (_B("pre-norm"),), "lost"),
+                T("a tag on phrase pairs", (_B("tag-phrases"),), "lost"),
+                T("sentences x5", seeds(_B("sentence-repeats-5")), "1 of 2 ahead"),
+                T("d_ff 1024", (_B("d-ff-1024"),), "lost: fewer steps"),
+                T("pre-norm, rate x2", (_B("pre-norm-lr-x2"),), "level"),
+                T("residual dropout 0.05", (_B("dropout-0.05"),), "level"),
+                T("alpha 1.2 (probe)", SEARCHES, "level", ZEN_4, (4, 1.2, 10, 1), TEN_AVERAGED),
+                T("alpha 1.4 (probe)", SEARCHES, "lost", ZEN_4, (4, 1.4, 10, 1), TEN_AVERAGED),
+                T("beam 8 (probe)", SEARCHES, "level", ZEN_4, (8, 1.0, 10, 1), TEN_AVERAGED),
+                T("500 steps, rate x0.1 (probe)", seeds("lower rate"), "1 of 2 ahead"),
+                T(
+                    "40 averaged, not 10",
+                    *(seeds(_B("windows")), "chosen"),
+                    WINDOWS_2,
+                    FORTY_AVERAGED,
+                    TEN_AVERAGED,
+                ),
+                T(
+                    "80 averaged, not 40",
+                    *(WINDOWS_3, "level"),
+                    WINDOWS_3,
+                    WINDOWS[-1],
+                    FORTY_AVERAGED,
+                ),
+                T(
+                    "bf16, 40 averaged",
+                    seeds(_B("bf16-windows"), 3),
+                    "1 of 3 ahead",
+                    WINDOWS_3,
+                    FORTY_AVERAGED,
+                ),
+            ),
+            base=ZEN_4,
+            decoding=TEN_AVERAGED,
+        ),
+        rows(
+            (
+                T("residual dropout 0.05", seeds(_B("dropout-0.05-windows")), "lost"),
+                T("d_ff 1024", seeds(_B("d-ff-1024-windows")), "1 of 2 ahead"),
+                T("label smoothing 0.2", seeds(SMOOTHED_RUN), "chosen"),
+                *(
+                    T(
+                        f"+ {change}",
+                        *(seeds(SMOOTHED_RUN), decision),
+                        seeds(SMOOTHED_RUN),
+                        decoding,
+                        FORTY_AVERAGED,
+                    )
+                    for change, decoding, decision in (
+                        ("alpha 1.2, not 1.0", CHOSEN_DECODING, "chosen"),
+                        ("alpha 0.6", (4, 0.6, 40, 1), "lost"),
+                        ("alpha 0.8", (4, 0.8, 40, 1), "lost"),
+                        ("alpha 1.5", (4, 1.5, 40, 1), "lost: runs on"),
+                        ("greedy", (1, 0.0, 40, 1), "lost"),
+                        ("beam 8", (8, 1.0, 40, 1), "lost"),
+                    )
+                ),
+                *(
+                    T(f"+ {change}", runs, decision, seeds(SMOOTHED_RUN), CHOSEN_DECODING)
+                    for change, runs, decision in (
+                        ("Eq. 3's rate x1.5", seeds(_B("smoothing-0.2-lr-x1.5")), "lost"),
+                        ("label smoothing 0.3", seeds(_B("smoothing-0.3")), "lost"),
+                        ("2 heads", (_B("smoothing-0.2-heads-2"),), "lost"),
+                        (
+                            "attention dropout 0.1",
+                            (_B("smoothing-0.2-attention-dropout-0.1"),),
+                            "lost",
+                        ),
+                        (
+                            "sentences alone, dropout 0.1",
+                            (
+                                "fast-relu-dropout-0.1-vocab-8k-batch-2000-smoothing-0.2-dropout-0.1",
+                            ),
+                            "lost",
+                        ),
+                        ("the Ding parser 5 (a fix)", PARSER_5, "kept: a fix"),
+                    )
+                ),
+                *(
+                    T(f"++ {change}", runs, "1 of 2 ahead", PARSER_5, CHOSEN_DECODING)
+                    for change, runs in (
+                        ("unigram vocabulary", seeds(_S("ding-parser-5-unigram"))),
+                        ("sentence alternatives", seeds(_S("sentence-alternatives"))),
+                    )
+                ),
+            ),
+            base=seeds(_B("windows")),
+            decoding=FORTY_AVERAGED,
+        ),
+    ),
+    section(
+        "About 5000-7000 steps: the Zen 4's faster step",
+        "The same machine ran the chosen settings' step 1.8 times as fast (2026-12-01), on the "
+        "Ding parser 7. Beam 4, alpha 1.2, the last 40 averaged unless the row says otherwise.",
+        (
+            T("none: faster step, parser 7", seeds(_F), "the base", base=PARSER_5),
+            *(
+                T(
+                    f"{n} averaged, not 40",
+                    seeds(_F),
+                    decision,
+                    seeds(_F),
+                    (4, 1.2, n, 1),
+                    CHOSEN_DECODING,
+                )
+                for n, decision in ((80, "1 of 2 ahead"), (120, "1 of 2 ahead"))
+            ),
+            *(
+                T(
+                    f"{n} averaged, not 40",
+                    seeds(_F),
+                    "lost",
+                    seeds(_F),
+                    (4, 1.2, n, 1),
+                    CHOSEN_DECODING,
+                )
+                for n in (160, 240)
+            ),
+            T("d_model 192, d_ff 768", seeds(WIDER_RUN), "chosen"),
+            T("3+3 layers", (f"{_F}-layers-3",), "lost"),
+        ),
+        base=seeds(_F),
+        decoding=CHOSEN_DECODING,
+    ),
+    section(
+        "The time budget: 60 minutes, scored as if cut at 14, 20, 25, 30 or 45",
+        "One run each, every checkpoint kept; the base is the same run cut at 14 minutes. On the "
+        "Intel Xeon (2026-11-26), the slower AMD EPYC (11-27) and the Zen 4 (11-29); `+` as "
+        "above.",
+        (
+            T(
+                "stage 2's: 30, 60",
+                **_points(f"{GROUND}-60-minutes", (30,)),
+                decision="falls after 14",
+            ),
+            T(
+                "+ ReLU dropout: 30, 60",
+                **_points(_R("60-minutes"), (30,)),
+                decision="best at 30",
+            ),
+            T(
+                "batch 2000: 20, 25, 30, 60",
+                **_points(_B("60-minutes"), (20, 25, 30)),
+                decision="rises to 60",
+                decoding=TWENTY_AVERAGED,
+            ),
+            T(
+                "sentences x20: 20, 25, 30, 60",
+                **_points(_B("sentence-repeats-20-60-minutes"), (20, 25, 30)),
+                decision="behind x10",
+                decoding=TWENTY_AVERAGED,
+            ),
+            T(
+                "smoothing 0.2: 30, 45, 60",
+                **_points(CURVE_RUN, (30, 45)),
+                decision="falls after 14",
+                decoding=CHOSEN_DECODING,
+            ),
+            T(
+                "160 averaged at 30 min",
+                (f"{CURVE_RUN}@30", CURVE_SEED_1),
+                "for 30 minutes",
+                (f"{CURVE_RUN}@30", CURVE_SEED_1),
+                WIDER_WINDOWS[-1],
+                CHOSEN_DECODING,
+            ),
+        ),
+        decoding=EARLIER_DECODING,
+    ),
+)
+
+
 # The vector instructions that set a CPU's matmul speed, widest first: two CPUs of one model name
 # (an AVX2 and a Zen 4 AMD EPYC) ran the demo's 14 minutes to 1747 and 3737 steps.
 VECTOR_FLAGS = ("avx512_bf16", "avx512f", "avx2")
@@ -1050,7 +1431,7 @@ def score(trainer, split, decoding, paths, label=""):
     """Translates `split` with `decoding` and the average of the last of the checkpoints at
     `paths`, and scores it; one score record."""
     import keras_transformer as kt
-    from keras_transformer_cli.engines import tensor_engine
+    from keras_transformer.inference import signature_translator
     from training import metrics
 
     directory = trainer.plan.run_dir
@@ -1064,8 +1445,8 @@ def score(trainer, split, decoding, paths, label=""):
         "checkpoint(s) averaged",
         file=sys.stderr,
     )
-    engine = tensor_engine(translator.signatures(), f"beam {beam}")
-    hypotheses = metrics.translate_all(engine, [s for s, _ in pairs], verbose=2)
+    translate = signature_translator(translator, "model").translate
+    hypotheses = metrics.translate_all(translate, [s for s, _ in pairs], verbose=2)
     setting = f"beam{beam}-alpha{alpha}-avg{window}" + (f"-min{min_length}" if min_length else "")
     output = directory / f"translations.{split}.{setting}{label}.txt"
     result = metrics.score_report(hypotheses, [t for _, t in pairs], output)
@@ -1092,11 +1473,6 @@ def trained_as(definition):
     return {k: definition.get(k) for k in ("training_flags", "version")}
 
 
-def recorded_results(report):
-    raw = report.with_suffix(".json")
-    return json.loads(raw.read_text()) if raw.is_file() else []
-
-
 def results(work_dir, minutes, recorded=()):
     return [result for run in STUDY if (result := result_of(run, work_dir, minutes, recorded))]
 
@@ -1109,46 +1485,6 @@ def decoding_settings(decoding):
 
 def decoding_key(score):
     return (score["beam"], score["alpha"], score["averaged"], score.get("min_length", 0))
-
-
-TABLE_NOTES = (
-    "val/test BP: BLEU's brevity penalty (1 = output not shorter than the references); val len: "
-    "output length / reference length (in 13a tokens; above 1 the output runs on). avg: the last "
-    "N checkpoints (25 steps apart) averaged. min len: no eos before this many tokens (0: an "
-    "empty translation is possible). min: the training budget in minutes. s/step: the "
-    "training's wall-clock seconds (model building and data preparation included) over its "
-    "steps. GFLOP/s: the machine's float32 matmul rate (1024², TensorFlow) measured just before "
-    "the run trained: how fast the machine was during it."
-)
-
-
-def table(found):
-    """One row per run and decoding: settings, steps reached, validation and test scores."""
-    header = (
-        "| run | lever | settings (beyond the demo's) | seed | min | steps | s/step | GFLOP/s | "
-        "beam | alpha | avg | min len | "
-        "val BLEU | val chrF | val BP | val len | test BLEU | test chrF | test BP | date |"
-    )
-    rows = [header, "|" + " --- |" * header.count(" | ") + " --- |"]
-    for result in (r for whole in found for r in (whole, *curve_points(whole))):
-        test = {decoding_key(s): s for s in result["scores"] if s["split"] == "test"}
-        for score in (s for s in result["scores"] if s["split"] == "validation"):
-            rows.append("| " + " | ".join(table_cells(result, score, test)) + " |")
-    machines = sorted({r["machine"] for r in found})
-    signatures = sorted(
-        {s[f"{m}_signature"] for r in found for s in r["scores"] for m in ("bleu", "chrf")}
-    )
-    return "\n".join(
-        [
-            "Written by `python -m benchmarks.quality` "
-            f"({len(found)} runs; machine: {'; '.join(machines) or '-'}).",
-            "",
-            *rows,
-            "",
-            TABLE_NOTES,
-            "sacrebleu signatures: " + "; ".join(f"`{s}`" for s in signatures),
-        ]
-    )
 
 
 def curve_points(result):
@@ -1166,51 +1502,429 @@ def curve_points(result):
     ]
 
 
-def table_cells(result, score, test):
-    """A row's cells: the run, its validation `score` and the test score of its decoding."""
-    key = decoding_key(score)
-    tested = test.get(key)
+def record_name(result):
+    """A result's name in the report and its lever table; a result of an earlier version of the
+    study says so."""
+    version = result.get("definition", {}).get("version") or 1
+    return result["name"] + ("" if version == STUDY_VERSION else f" (study version {version})")
+
+
+def best(scores, split="validation"):
+    """The score of `split` with the highest BLEU, or None."""
+    return max((s for s in scores if s["split"] == split), key=lambda s: s["bleu"], default=None)
+
+
+def asked(score):
+    """The decoding settings `score` was asked for (fewer may have been averaged, where fewer
+    checkpoints were written); a score recorded before it said so, those it was scored with."""
+    return tuple(score["decoding"]) if "decoding" in score else decoding_key(score)
+
+
+def decoding_text(decoding):
+    """beam/alpha/checkpoints averaged of decoding settings, * where eos could come first; None:
+    each run's best."""
+    if decoding is None:
+        return "best"
+    beam, alpha, averaged, min_length = decoding_settings(decoding)
+    return f"{beam}/{alpha:g}/{averaged}" + ("" if min_length else "*")
+
+
+def scored_in(entry, decoding, split="validation"):
+    """The score of `entry` (a result, curve point or measurement) on `split` in `decoding`
+    (None: its best), or None."""
+    if entry is None:
+        return None
+    if decoding is None:
+        return best(entry["scores"], split)
+    wanted = decoding_settings(decoding)
+    return next((s for s in entry["scores"] if s["split"] == split and asked(s) == wanted), None)
+
+
+def entries(data):
+    """{name: result or measurement} of QUALITY.json's `data`, the names the lever table uses."""
+    found = {m["name"]: m for m in data.get("measurements", ()) if "scores" in m}
+    return {**found, **{record_name(r): r for r in data["runs"]}}
+
+
+def entry(name, named):
+    """The result, measurement or curve point (NAME@MINUTES) called `name`, or None."""
+    whole, _, minutes = name.partition("@")
+    found = named.get(whole)
+    if found is None or not minutes:
+        return found
+    point = next((p for p in found.get("prefixes", ()) if p["minutes"] == float(minutes)), None)
+    return point and {"seed": found["seed"], "steps": point["steps"], "scores": point["scores"]}
+
+
+def homes(sections, results):
+    """{result name: (section, row) index of its row}: the first row that names it among its
+    runs, else among its bases."""
+    names = {record_name(r) for r in results}
+    home = {}
+    for field in ("runs", "base"):
+        for s, section in enumerate(sections):
+            for t, trial in enumerate(section.trials):
+                for name in getattr(trial, field):
+                    if name in names:
+                        home.setdefault(name, (s, t))
+    return home
+
+
+def with_unplaced(sections, results):
+    """`sections`, and one more for the results no row names: a row for each lever."""
+    home = homes(sections, results)
+    unplaced = [r for r in results if record_name(r) not in home]
+    if not unplaced:
+        return sections
+    levers = dict.fromkeys(r["lever"] for r in unplaced)
+    rows = tuple(
+        Trial(lever, tuple(record_name(r) for r in unplaced if r["lever"] == lever), "-", (), None)
+        for lever in levers
+    )
+    return (*sections, Section("Runs no row above names", "Each run's best decoding.", rows))
+
+
+def bleu_cells(names, named, decoding):
+    """The validation BLEU of each of `names` in `decoding` ("-" where it was not scored), as a
+    cell, and the values."""
+    found = [scored_in(entry(name, named), decoding) for name in names]
+    values = [s["bleu"] for s in found if s]
+    return " ".join(f"{s['bleu']:.2f}" if s else "-" for s in found), values
+
+
+def trial_row(trial, named, counted):
+    """A lever table row's cells."""
+    runs = [entry(name, named) for name in trial.runs]
+    texts, values = bleu_cells(trial.runs, named, trial.decoding)
+    seeds_run = {r["seed"] for r in runs if r}
+    base = [n for n in trial.base if (e := entry(n, named)) and e["seed"] in seeds_run]
+    base_texts, _ = bleu_cells(base or trial.base, named, trial.base_decoding or trial.decoding)
+    distinct = len(seeds_run) == len(runs) == len(values) > 1
+    steps = [r["steps"] for r in runs if r]
     return [
-        result["name"],
-        result["lever"],
-        " ".join(result["flags"]) or "(the demo's)",
-        str(result["seed"]),
-        f"{result['minutes']:g}",
-        str(result["steps"]),
-        speed(result, "training_seconds", result["steps"]),
-        speed(result, "matmul_gflops"),
-        str(key[0]),
-        f"{key[1]:g}",
-        str(key[2]),
-        str(key[3]),
-        f"{score['bleu']:.2f}",
-        f"{score['chrf']:.1f}",
-        f"{score['brevity_penalty']:.3f}",
-        f"{score['length_ratio']:.2f}",
-        f"{tested['bleu']:.2f}" if tested else "-",
-        f"{tested['chrf']:.1f}" if tested else "-",
-        f"{tested['brevity_penalty']:.3f}" if tested else "-",
-        result["date"],
+        trial.change,
+        str(counted),
+        "-"
+        if not steps
+        else f"{sum(steps) / len(steps):.0f}"
+        if len(seeds_run) == len(runs)
+        else str(max(steps)),  # points of one run: where it ended
+        decoding_text(trial.decoding),
+        texts,
+        f"{max(values) - min(values):.2f}" if distinct else "-",
+        base_texts or "-",
+        trial.decision,
     ]
 
 
-def speed(result, field, steps=None):
-    """A run's `field` (over `steps`), or "-" for a result recorded before it was measured."""
-    if field not in result:
-        return "-"
-    return f"{result[field] / steps:.2f}" if steps else f"{result[field]:.0f}"
+LEVER_NOTES = (
+    "One row per lever. `runs`: the study's runs the row counts (each run of QUALITY.json in one "
+    "row; 0: runs counted in another row, or a probe outside the study); `steps`: their mean (a "
+    "run's points: where it ended); `decoding`: beam/alpha/checkpoints averaged (25 steps apart; "
+    "best: each run's best); validation BLEU (799 sentences), seeds 0 1 2 (or a run's points); "
+    "`spread`: highest seed less lowest; `base`: the same seeds of the settings changed, in the "
+    "row's decoding unless the change names another. A lever is chosen if ahead on both seeds."
+)
+LEVER_HEADER = (
+    "| change | runs | steps | decoding | validation BLEU | spread | base | decision |",
+    "| --- | ---: | ---: | --- | --- | ---: | --- | --- |",
+)
+
+
+def levers_section(data):
+    sections = with_unplaced(LEVERS, data["runs"])
+    home = homes(sections, data["runs"])
+    counts = {}
+    for place in home.values():
+        counts[place] = counts.get(place, 0) + 1
+    named = entries(data)
+    lines = ["## What each lever gave", "", *wrapped(LEVER_NOTES)]
+    for s, section in enumerate(sections):
+        lines += ["", f"### {section.title}", "", *wrapped(section.text), "", *LEVER_HEADER]
+        lines += [
+            "| " + " | ".join(trial_row(trial, named, counts.get((s, t), 0))) + " |"
+            for t, trial in enumerate(section.trials)
+        ]
+    return lines
+
+
+def parsed_flags(flags):
+    """{(option, --set key): value} of `flags`, the last value of each (True for a switch), in
+    the order the options first appear: what argparse and --set make of them."""
+    found, i = {}, 0
+    while i < len(flags):
+        value = True if i + 1 == len(flags) or flags[i + 1].startswith("--") else flags[i + 1]
+        key = (flags[i], value.partition("=")[0] if flags[i] == "--set" else None)
+        found[key] = value
+        i += 1 if value is True else 2
+    return found
+
+
+def unparsed(options):
+    """Flags again from `parsed_flags`'s options."""
+    return [
+        word for (flag, _), value in options.items() for word in (flag, value) if word is not True
+    ]
+
+
+def demo_command():
+    """What `make demo` runs to train (the Makefile's DEMO_SETTINGS): the chosen run's training
+    flags less its seed and budget's, keeping the checkpoints the chosen decoding averages, with
+    the chosen search."""
+    beam, alpha, averaged, _ = decoding_settings(CHOSEN_DECODING)
+    options = parsed_flags([*DEMO_FLAGS, *CHOSEN_FLAGS])
+    options[("--checkpoint-every", None)] = str(CHECKPOINT_EVERY)
+    options[("--keep-checkpoints", None)] = str(averaged)
+    options[("--beam-size", None)] = str(beam)
+    options[("--alpha", None)] = f"{alpha:g}"
+    options[("--max-minutes", None)] = f"{FULL_MINUTES:g}"
+    return ["python", "-m", "training.train", *unparsed(options), "--run-dir", "runs/demo"]
+
+
+def wrapped(text, width=100):
+    return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
+
+
+def command_block(words, width=100):
+    lines, line = [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) + 2 > width:
+            lines.append(line + " \\")
+            line = "    " + word
+        else:
+            line = f"{line} {word}" if line else word
+    return ["```sh", *lines, line, "```"]
+
+
+def chosen_runs(runs):
+    """The chosen settings' runs at the demo's budget, by seed."""
+    found = [r for r in runs if tuple(r["flags"]) == CHOSEN_FLAGS and r["minutes"] == FULL_MINUTES]
+    return sorted(found, key=lambda r: r["seed"])
+
+
+def short(name, prefix):
+    """`name` with `prefix` written `...`."""
+    return "..." + name[len(prefix) :] if name.startswith(prefix) else name
+
+
+def chosen_section(data):
+    runs = chosen_runs(data["runs"])
+    beam, alpha, averaged, min_length = decoding_settings(CHOSEN_DECODING)
+    names = ", ".join(f"`{short(record_name(r), SMOOTHED_RUN)}`" for r in runs)
+    return [
+        "## The chosen settings",
+        "",
+        *wrapped(
+            "What `make demo` trains and decodes with (the Makefile's `DEMO_SETTINGS`; "
+            "tests/test_quality.py holds them to this study's choice), with the study's runs of "
+            + (
+                f"them, seeds {', '.join(str(r['seed']) for r in runs)}: {names}"
+                if runs
+                else f"them to come: `{CHOSEN_RUN}`"
+            )
+            + f" (`...` is `{SMOOTHED_RUN}`)."
+        ),
+        "",
+        *command_block(demo_command()),
+        "",
+        *wrapped(
+            f"Decoding: beam {beam}, alpha {alpha:g}, the average of the last {averaged} "
+            f"checkpoints ({CHECKPOINT_EVERY} steps apart)"
+            + (f", at least {min_length} token(s) before eos." if min_length else ".")
+        ),
+    ]
+
+
+def tested_section(data):
+    runs = [r for r in chosen_runs(data["runs"]) if scored_in(r, CHOSEN_DECODING, "test")]
+    lines = ["## The test split (the chosen settings, scored once)", ""]
+    if not runs:
+        return [*lines, "Not scored yet."]
+    lines += [
+        "| seed | date | machine | steps | validation BLEU | chrF | test BLEU | chrF | BP |",
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    tests, sentences = [], scored_in(runs[0], CHOSEN_DECODING, "test").get("sentences")
+    for r in runs:
+        val, test = scored_in(r, CHOSEN_DECODING), scored_in(r, CHOSEN_DECODING, "test")
+        tests.append(test["bleu"])
+        lines.append(
+            f"| {r['seed']} | {r['date']} | {r['machine']} | {r['steps']} | "
+            + (f"{val['bleu']:.2f} | {val['chrf']:.1f}" if val else "- | -")
+            + f" | {test['bleu']:.2f} | {test['chrf']:.1f} | {test['brevity_penalty']:.3f} |"
+        )
+    mean, half = (max(tests) + min(tests)) / 2, (max(tests) - min(tests)) / 2
+    lines += [
+        "",
+        *wrapped(
+            f"Test BLEU {mean:.2f} +/- {half:.2f} (half the range) over {len(tests)} seeds, "
+            f"{sentences or 'the'} sentences, in the chosen decoding. Each earlier choice's test "
+            'scores, in the decoding chosen then, are in QUALITY.json (`"split": "test"`).'
+        ),
+    ]
+    return lines
+
+
+def curve_section(data):
+    named = entries(data)
+    runs = [named[name] for name in CURVE_RUNS if name in named]
+    lines = ["## The learning curve", ""]
+    if not runs:
+        return [*lines, "Not run yet."]
+    theirs = parsed_flags(runs[0]["flags"])
+    differ = [key for key, value in parsed_flags(CHOSEN_FLAGS).items() if theirs.get(key) != value]
+    lines += wrapped(
+        f"`{CURVE_RUNS[0]}` for {runs[0]['minutes']:g} minutes"
+        + (f", `{'`, `'.join(CURVE_RUNS[1:])}`" if len(runs) > 1 else "")
+        + ": every checkpoint kept, scored as if the budget had ended at the minutes below (the "
+        "weights at a step do not depend on the budget). "
+        + (
+            "The chosen settings add `"
+            + " ".join(unparsed({key: parsed_flags(CHOSEN_FLAGS)[key] for key in differ}))
+            + "` to its flags; "
+            if differ
+            else ""
+        )
+        + CURVE_NOTE
+    )
+    columns = [decoding_text(d) for d in CURVE_DECODINGS]
+    lines += [
+        "",
+        f"Validation BLEU in {', '.join(columns)}, and the test split where it was scored:",
+        "",
+        f"| run, seed | minutes | steps | {' | '.join(columns)} | test BLEU (decoding) |",
+        "| --- | ---: | ---: |" + " ---: |" * len(columns) + " --- |",
+    ]
+    for r in runs:
+        points = [
+            (p["minutes"], entry(f"{record_name(r)}@{p['minutes']:g}", named))
+            for p in sorted(r.get("prefixes", ()), key=lambda p: p["minutes"])
+        ]
+        for minutes, point in [*points, (r["minutes"], r)]:
+            at = f"{record_name(r)}@{minutes:g}" if point is not r else record_name(r)
+            tests = [s for s in point["scores"] if s["split"] == "test"] + [
+                s for m in data.get("measurements", ()) if m.get("point") == at for s in m["scores"]
+            ]
+            values = [scored_in(point, d) for d in CURVE_DECODINGS]
+            lines.append(
+                f"| {'the curve' if r is runs[0] else 'another'}, {r['seed']} | {minutes:g} | "
+                f"{point['steps']} | "
+                + " | ".join(f"{v['bleu']:.2f}" if v else "-" for v in values)
+                + " | "
+                + ("; ".join(f"{s['bleu']:.2f} ({decoding_text(asked(s))})" for s in tests) or "-")
+                + " |"
+            )
+    return lines
+
+
+def demos_section(data):
+    demos = data.get("fresh_clone_demos", ())
+    lines = ["## `make demo` from a fresh clone", ""]
+    if not demos:
+        return [*lines, "None recorded."]
+    averaged = decoding_settings(CHOSEN_DECODING)[2]
+    like = [d for d in demos if d["averaged"] == averaged]
+    scores = [d["test_bleu"] for d in like]
+    lines += wrapped(
+        f"The demo of each commit, on 2 cores, with the last {averaged} checkpoints averaged as "
+        f"now ({len(demos) - len(like)} earlier demos, averaging fewer, are in QUALITY.json): test "
+        + (f"BLEU {min(scores):.2f} to {max(scores):.2f}. " if scores else "BLEU: none yet. ")
+        + "`right`: of the five sentences `make demo` translates."
+    )
+    lines += [
+        "",
+        "| date | commit | machine | settings | steps | test BLEU | chrF | right |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for d in like:
+        right = "-" if d["sentences_right"] is None else d["sentences_right"]
+        lines.append(
+            f"| {d['date']} | {d['commit'] or '-'} | {d['machine']} | {d['settings']} | "
+            f"{d['steps']} | {d['test_bleu']:.2f} | {d['test_chrf']:.1f} | {right} |"
+        )
+    return lines
+
+
+def measurements_section(data):
+    found = data.get("measurements", ())
+    tables = [m for m in found if "table" in m]
+    lines = ["## Measured outside the study's runs", ""]
+    lines += wrapped(
+        "QUALITY.json's `measurements`, each with its date, machine, command and what it "
+        f"measured: {len(found) - len(tables)} in the tables above (probes, a test split scored "
+        "by hand), and these:"
+    )
+    for m in tables:
+        header = m["table"]["columns"]
+        lines += [
+            "",
+            *wrapped(f"{m['name']}, {m['date']}, {m['machine']}: {m['what']}."),
+            "",
+            "| " + " | ".join(header) + " |",
+            "|" + " --- |" * len(header),
+            *("| " + " | ".join(map(str, row)) + " |" for row in m["table"]["rows"]),
+        ]
+    return lines
+
+
+def sources_section(data):
+    runs = data["runs"]
+    signatures = sorted(
+        {s[f"{m}_signature"] for r in runs for s in r["scores"] for m in ("bleu", "chrf")}
+    )
+    return [
+        "## Sources",
+        "",
+        *wrapped(
+            f"Written by `python -m benchmarks.quality` from QUALITY.json: {len(runs)} runs, each "
+            "with its date, machine, training flags, steps and every score (and its curve's "
+            "points). Machines: " + "; ".join(sorted({r["machine"] for r in runs})) + "."
+        ),
+        "",
+        *wrapped("sacrebleu signatures: " + "; ".join(f"`{s}`" for s in signatures) + "."),
+    ]
+
+
+def report_body(data):
+    """The report between its markers, from QUALITY.json's `data`."""
+    parts = (
+        chosen_section,
+        levers_section,
+        curve_section,
+        tested_section,
+        demos_section,
+        measurements_section,
+        sources_section,
+    )
+    return "\n\n".join("\n".join(part(data)) for part in parts)
+
+
+def recorded(report):
+    """QUALITY.json beside `report`: {"runs": the study's results, and the records outside its
+    runs} (a list: the runs alone, as the file was written before it held more)."""
+    raw = report.with_suffix(".json")
+    if not raw.is_file():
+        return {"runs": []}
+    data = json.loads(raw.read_text())
+    return {"runs": data} if isinstance(data, list) else data
+
+
+def recorded_results(report):
+    return recorded(report)["runs"]
 
 
 def write_report(found, report):
-    """Rewrites the table between the markers of `report` (.md) and the raw results beside it
-    (.json). Results recorded there before and not among `found` (another budget, a run since
-    trained otherwise) are kept, after the others."""
+    """Rewrites the report between the markers of `report` (.md) from the results `found` and
+    the raw results beside it (.json), and those raw results. Results recorded there before and
+    not among `found` (another budget, a run since trained otherwise) are kept, after the others;
+    so are the records outside the study's runs."""
 
     def key(result):
         return result["name"], json.dumps(trained_as(result.get("definition", {})))
 
+    data = recorded(report)
     now = {key(r) for r in found}
-    found = found + [r for r in recorded_results(report) if key(r) not in now]
+    data = {**data, "runs": found + [r for r in data["runs"] if key(r) not in now]}
     text = (
         report.read_text()
         if report.is_file()
@@ -1220,8 +1934,8 @@ def write_report(found, report):
         raise ValueError(f"{report} lacks the table markers {TABLE_START!r} and {TABLE_END!r}")
     before, rest = text.split(TABLE_START, 1)
     after = rest.split(TABLE_END, 1)[1]
-    report.write_text(f"{before}{TABLE_START}\n{table(found)}\n{TABLE_END}{after}")
-    report.with_suffix(".json").write_text(json.dumps(found, indent=2) + "\n")
+    report.write_text(f"{before}{TABLE_START}\n{report_body(data)}\n{TABLE_END}{after}")
+    report.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
 
 
 def build_parser():
@@ -1249,6 +1963,11 @@ def build_parser():
     )
     parser.add_argument(
         "--list", action="store_true", help="list the study's runs and whether each is done"
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rewrite the report and its .json from the recorded results; train and score nothing",
     )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one run, in a process
     parser.add_argument("--score-only", action="store_true", help=argparse.SUPPRESS)
@@ -1279,6 +1998,10 @@ def main(argv=None):
                 f"{state:<5} {run.name:<28} {run.lever:<15} {run.minutes(args.minutes):g} min  "
                 f"{' '.join(run.flags)}"
             )
+        return None
+    if args.report_only:
+        write_report(results(args.work_dir, args.minutes, recorded), args.report)
+        print(f"written: {args.report}, {args.report.with_suffix('.json')}")
         return None
     failed = run_study(args, chosen, found, recorded)
     if failed:

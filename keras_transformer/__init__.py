@@ -4,7 +4,8 @@ as Keras 3 layers.
 The layers, the model, the loss and the optimizer run under any Keras backend (TensorFlow, JAX,
 PyTorch), and so does binarized data (`data.binarized`). The tokenizer, the tf.data pipeline
 (`data.make_batches`), the decoding loops and `Translator` need TensorFlow: they are imported on
-first use, so `import keras_transformer` works without it.
+first use, so `import keras_transformer` works without it. `load_translator` opens a saved
+model (a SavedModel export, a CTranslate2 folder, a .keras model) for translation in Python.
 """
 
 import os
@@ -13,6 +14,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from keras_transformer import data, layers  # noqa: E402
 from keras_transformer.config import PRESETS, TransformerConfig  # noqa: E402
+from keras_transformer.inference import Scored, Translation, load_translator  # noqa: E402
 from keras_transformer.lazy import lazy_attribute  # noqa: E402
 from keras_transformer.losses import (  # noqa: E402
     LabelSmoothedCrossEntropy,
@@ -50,8 +52,9 @@ def __getattr__(name):
         __name__,
         TENSORFLOW_ONLY,
         name,
-        "the tokenizer, text data, decoding and Translator run on TensorFlow and tensorflow-text; "
-        "the layers, the model, the loss, the optimizer and binarized data on any backend",
+        "the tokenizer, text data, decoding and Translator run on TensorFlow and tensorflow-text "
+        '(pip install "keras-transformer[tensorflow]"); the layers, the model, the loss, the '
+        "optimizer and binarized data run on any backend",
     )
 
 
@@ -61,6 +64,8 @@ def __dir__():
 
 __all__ = [
     "PRESETS",
+    "Scored",
+    "Translation",
     "Beam",
     "DiverseBeam",
     "Greedy",
@@ -81,6 +86,7 @@ __all__ = [
     "encoder_decoder_attention",
     "greedy_search",
     "layers",
+    "load_translator",
     "masked_accuracy",
     "run_search",
     "sample",

@@ -12,7 +12,6 @@ outside the vocabulary as UTF-8 bytes, so nothing becomes <unk>.
 
 import io
 import pathlib
-import unicodedata
 
 import sentencepiece
 import tensorflow as tf
@@ -21,16 +20,10 @@ from sentencepiece import sentencepiece_model_pb2
 
 from keras_transformer.compat import sentencepiece_tokenizer
 from keras_transformer.ids import BOS_ID, EOS_ID, PAD_ID, SPECIAL_IDS, UNK_ID
+from keras_transformer.text import WORD_BOUNDARY, normalize_text
 
 BYTE_PIECES = 256
-ASCII_WHITESPACE = " \t\n\r\f\v"
-WORD_BOUNDARY = "\u2581"  # sentencepiece's own space mark; it cannot survive detokenization
 MODEL_TYPES = ("bpe", "unigram")
-
-
-def normalize_text(text):
-    """The normalization of `SubwordTokenizer.normalize`, for one Python string."""
-    return unicodedata.normalize("NFKC", text).replace(WORD_BOUNDARY, " ").strip(ASCII_WHITESPACE)
 
 
 def checked_processor(model_proto):

@@ -370,6 +370,19 @@ def add_target_prefix(parser):
     TARGET_PREFIX.add(parser)
 
 
+N_BEST = Option(
+    "--n-best",
+    type=COUNT,
+    metavar="N",
+    help="print each sentence's N best translations, best first, one per line: "
+    "INDEX<TAB>SCORE<TAB>TRANSLATION (INDEX: the sentence's, from 0); at most the beam size",
+)
+
+
+def add_n_best(parser):
+    N_BEST.add(parser)
+
+
 def add_targets(parser, required=False):
     TARGET.add(parser, required=required)
 

@@ -1,7 +1,6 @@
-"""TensorFlow Serving's layout: a model's base directory of numbered version directories, each
-a SavedModel with warm-up requests, appearing whole or not at all. Training's final export and
-`serving.export` both write it; `serving.translate`, `training.evaluate` and the summary read
-it."""
+"""Writes TensorFlow Serving's layout: a model's base directory of numbered version directories,
+each a SavedModel with warm-up requests, appearing whole or not at all (training's final export
+and `serving.export`). `keras_transformer.exports` reads it back."""
 
 import contextlib
 import errno
@@ -11,39 +10,11 @@ import pathlib
 import shutil
 import tempfile
 
+from keras_transformer.exports import SETTINGS_FILE, search_settings
 from keras_transformer_cli.files import remove_stale, temporary_prefix
 
 WARMUP_SENTENCES = ("Guten Morgen.", "Das ist ein Test.", "")
 WARMUP_FILE = pathlib.PurePath("assets.extra", "tf_serving_warmup_requests")
-# The search the export's graph runs, and its length limits, for the programs that read it
-# (TensorFlow Serving ignores assets.extra but for its warm-up file).
-SETTINGS_FILE = pathlib.PurePath("assets.extra", "keras_transformer.json")
-
-
-def versions(base_dir):
-    """The numbered version directories in `base_dir` that hold a SavedModel, {version: path}
-    (a directory without saved_model.pb is not a version)."""
-    base_dir = pathlib.Path(base_dir)
-    if not base_dir.is_dir():
-        return {}
-    return {
-        int(p.name): p
-        for p in base_dir.iterdir()
-        if p.name.isdigit() and (p / "saved_model.pb").is_file()
-    }
-
-
-def latest_version(model_dir):
-    """`model_dir` itself if it holds a SavedModel, else its highest numbered version."""
-    model_dir = pathlib.Path(model_dir)
-    if (model_dir / "saved_model.pb").is_file():
-        return model_dir
-    found = versions(model_dir)
-    if not found:
-        raise FileNotFoundError(
-            f"{model_dir} holds no SavedModel and no numbered version directory"
-        )
-    return found[max(found)]
 
 
 def export_for_serving(translator, base_dir, version=None):
@@ -96,27 +67,6 @@ def disk_full_named(path):
         if found is None:
             raise
         raise OSError(found, os.strerror(found), str(path)) from None
-
-
-def search_settings(translator):
-    """What the export's graph decodes with: the search (§6.1), its n-best, whether it samples,
-    and the lengths it holds."""
-    return {
-        "beam_size": translator.beam_size,
-        "alpha": translator.alpha,
-        "extra_length": translator.extra_length,
-        "nbest": translator.nbest,
-        "sampling": translator.sampling is not None,
-        "search": repr(translator.search),  # e.g. "Beam(beam_size=4, alpha=0.6)"
-        "max_source_length": translator.max_source_length,
-        "max_length": translator.model.config.max_length,
-    }
-
-
-def read_search_settings(version_dir):
-    """The export's SETTINGS_FILE, {} for an export written before it was recorded."""
-    path = pathlib.Path(version_dir) / SETTINGS_FILE
-    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _publish(staging, base_dir, version):

@@ -34,7 +34,6 @@ import types
 import urllib.parse
 
 from keras_transformer_cli import console, flags
-from keras_transformer_cli.engines import Scored
 
 SIGNATURE = "serving_default"
 PREFIX_SIGNATURE = "translate"  # serving_default's outputs, with a target_prefix input too
@@ -168,6 +167,8 @@ class TranslationClient:
     def score(self, sources, targets):
         """Forced decoding of each target given its source (the `score` signature): a
         `Scored` (score over the length penalty, log P, token log-probabilities) per pair."""
+        from keras_transformer.inference import Scored
+
         inputs = {
             "sources": _strings(sources, "source"),
             "targets": _strings(targets, "target", len(sources)),

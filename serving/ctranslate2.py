@@ -18,9 +18,7 @@ import pathlib
 import numpy as np
 
 from keras_transformer_cli import console, flags
-from keras_transformer_cli.engines import CTRANSLATE2_LIMITS_FILE
 from keras_transformer_cli.files import new_directory
-from keras_transformer_cli.run_dir import TOKENIZER_FILE
 
 QUANTIZATIONS = ("none", "int8", "int8_float32", "float16")
 
@@ -119,6 +117,7 @@ def _feed_forward(spec, feed_forward, norm):
 def convert(model, tokenizer_path, out_dir, quantization="none"):
     """Writes the CTranslate2 model of `model` (with its sentencepiece model) to `out_dir`,
     which must not exist; returns it."""
+    from keras_transformer.exports import CTRANSLATE2_LIMITS_FILE, TOKENIZER_FILE
     from keras_transformer.tokenizer import checked_processor
 
     if quantization not in QUANTIZATIONS:

@@ -5,6 +5,7 @@ python -m serving.translate --model exports/transformer "Guten Morgen."
 echo "Guten Morgen." | python -m serving.translate --model exports/transformer
 python -m serving.translate --model exports/ct2 "Guten Morgen."
 python -m serving.translate --model exports/transformer --target-prefix "Good" "Guten Morgen."
+python -m serving.translate --model exports/transformer --n-best 3 "Guten Morgen."
 """
 
 import sys
@@ -17,6 +18,7 @@ def build_parser():
     flags.add_model(parser, "saved_model", "ctranslate2", "keras", "checkpoint")
     flags.add_search(parser, exported_own=True)
     flags.add_scores(parser)
+    flags.add_n_best(parser)
     flags.add_target_prefix(parser)
     flags.add_sentences(parser)
     return parser
@@ -32,17 +34,36 @@ def main(argv=None, stdin=None):
         engine = load_engine(
             args.model, args.tokenizer, args.beam_size, args.alpha, args.extra_length
         )
+        refuse_n_best(args.n_best, engine)
     except ValueError as error:
         console.fail(error)
     prefixes = None if args.target_prefix is None else [args.target_prefix] * len(sentences)
     try:
-        translations = engine(sentences, prefixes)
-        flags.refuse_cut(args, engine, translations)
+        translations = engine.translate(sentences, n_best=args.n_best, target_prefix=prefixes)
+        best = (
+            translations if args.n_best is None else [hypotheses[0] for hypotheses in translations]
+        )
+        flags.refuse_cut(args, engine, best)
     except ValueError as error:  # an export without the prefixed signature; an input too long
         console.fail(error)
+    if args.n_best is not None:
+        for index, hypotheses in enumerate(translations):
+            for translation in hypotheses:
+                print(f"{index}\t{translation.score:.4f}\t{translation.text}")
+        return
     for translation in translations:
         text = translation.text
         print(f"{translation.score:.4f}\t{text}" if args.scores else text)
+
+
+def refuse_n_best(n_best, engine):
+    """ValueError naming --n-best when the translator keeps fewer hypotheses per sentence."""
+    if n_best is not None and engine.nbest is not None and n_best > engine.nbest:
+        raise ValueError(
+            f"--n-best {n_best}: {engine.description} keeps the {engine.nbest} best "
+            f"translations of each sentence; ask for at most {engine.nbest}, or search with "
+            f"--beam-size {n_best} (an export: export it again with --beam-size {n_best})"
+        )
 
 
 if __name__ == "__main__":

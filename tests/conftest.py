@@ -1,6 +1,8 @@
+import contextlib
 import fcntl
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -31,12 +33,13 @@ WITHOUT_TENSORFLOW = {
 }
 
 
-def run_python(*args, env=None, timeout=300, status=0, stdin=None, cwd=ROOT):
-    """`python ARGS` (from the repository root) with `env` over this process's environment (a
-    value of None removes the variable); asserts its exit status, returns the CompletedProcess."""
+def run_python(*args, env=None, timeout=300, status=0, stdin=None, cwd=ROOT, program=None):
+    """`python ARGS` (from the repository root; `program ARGS` if given, e.g. an installed
+    command) with `env` over this process's environment (a value of None removes the variable);
+    asserts its exit status, returns the CompletedProcess."""
     environment = {**os.environ, **(env or {})}
     completed = subprocess.run(
-        [sys.executable, *map(str, args)],
+        [str(program or sys.executable), *map(str, args)],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -127,6 +130,72 @@ def number_pairs(n, seed):
     return pairs
 
 
+def shared_directory(tmp_path_factory, worker_id):
+    """The run's directory above each pytest-xdist worker's own, where what one worker makes
+    the others find."""
+    shared = tmp_path_factory.getbasetemp()
+    return shared if worker_id == "master" else shared.parent
+
+
+@contextlib.contextmanager
+def made_once(directory, name):
+    """Holds the lock `name` of the run's shared `directory`: the first worker makes the thing,
+    the others wait and find it."""
+    with open(directory / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory, worker_id):
+    """The project's wheel, built once a run (as `pip wheel` builds it) from a copy of the
+    checkout's files: those git tracks, and new ones it does not ignore."""
+    shared = shared_directory(tmp_path_factory, worker_id)
+    with made_once(shared, "wheel"):
+        built = sorted((shared / "wheel").glob("*.whl"))
+        if not built:
+            source = shared / "wheel-source"
+            listed = subprocess.run(
+                ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                cwd=ROOT, capture_output=True, check=True,
+            ).stdout.decode()  # fmt: skip
+            for name in filter(None, listed.split("\0")):
+                if (ROOT / name).is_file():
+                    (source / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(ROOT / name, source / name)
+            pip("wheel", "--no-deps", "--wheel-dir", shared / "wheel", source)
+            built = sorted((shared / "wheel").glob("*.whl"))
+    return built[0]
+
+
+def pip(*args, python=sys.executable):
+    """pip (this environment's) installing into the environment of `python`."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "--quiet",
+         "--disable-pip-version-check", *map(str, args)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+
+
+def new_venv(directory):
+    """A fresh venv in `directory` (without pip: `pip` installs into it); its bin/ folder."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(directory)], check=True)
+    return directory / "bin"
+
+
+@pytest.fixture(scope="session")
+def tensorflow_free(wheel, tmp_path_factory, worker_id):
+    """The bin/ folder of a venv made with the TensorFlow-free install of the README,
+    `pip install "keras-transformer[jax]"` (from the wheel): JAX, no TensorFlow."""
+    shared = shared_directory(tmp_path_factory, worker_id)
+    with made_once(shared, "tensorflow-free"):
+        bin_dir = shared / "tensorflow-free" / "bin"
+        if not (bin_dir / "kt-train").is_file():
+            bin_dir = new_venv(shared / "tensorflow-free")
+            pip("install", f"{wheel}[jax]", python=bin_dir / "python")
+    return bin_dir
+
+
 @pytest.fixture(scope="session")
 def number_translator(tmp_path_factory, worker_id):
     """A tiny model trained (1000 steps) until it translates the task exactly, with its
@@ -134,12 +203,9 @@ def number_translator(tmp_path_factory, worker_id):
     saves it in the run's directory, above each worker's own, where the others load it."""
     import keras_transformer as kt
 
-    shared = tmp_path_factory.getbasetemp()
-    if worker_id != "master":  # pytest-xdist: one run's directory holds every worker's
-        shared = shared.parent
+    shared = shared_directory(tmp_path_factory, worker_id)
     directory = shared / "number-translator"
-    with open(shared / "number-translator.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with made_once(shared, "number-translator"):
         if not (directory / "model.keras").is_file():
             train_number_translator(directory)
     model = keras.saving.load_model(directory / "model.keras")

@@ -272,20 +272,29 @@ def test_steps_per_execution_act_at_its_multiples_and_a_resume_must_agree(data, 
     assert json.loads((out / "run.json").read_text())["steps"] == 12
 
 
-def test_a_jax_run_without_tensorflow_trains_resumes_and_tensorflow_scores_it(data, tmp_path):
-    """The GPU machine's case, on two CPU devices: JAX, tensorflow unimportable, the batches
-    shared by keras.distribution.DataParallel. The run trains, writes its checkpoints, backup,
-    summaries and model.keras, and a second command resumes it; the commands it prints then
-    score and export model.keras under TensorFlow."""
+def test_a_jax_run_without_tensorflow_trains_resumes_and_tensorflow_scores_it(
+    data, tensorflow_free, tmp_path
+):
+    """The GPU machine's case, on two CPU devices: a venv made with the TensorFlow-free install
+    (`pip install "keras-transformer[jax]"`), where tensorflow cannot be imported and the
+    library's layers can; its `kt-train` shares the batches by keras.distribution.DataParallel,
+    trains, writes its checkpoints, backup, summaries and model.keras, and a second command
+    resumes it; the commands it prints then score and export model.keras under TensorFlow."""
+    python = tensorflow_free / "python"
+    missing = run_python("-c", "import tensorflow", program=python, status=1, cwd=tmp_path)
+    assert "No module named 'tensorflow'" in missing.stderr
+    layers = "import keras_transformer as kt; print(kt.layers.MultiHeadAttention.__name__)"
+    imported = run_python("-c", layers, program=python, env={"KERAS_BACKEND": "jax"}, cwd=tmp_path)
+    assert imported.stdout.split() == ["MultiHeadAttention"]
     out = tmp_path / "run"
     args = tiny_binarized_run(data, out, "--steps-per-epoch", "10", "--checkpoint-every", "10")
-    program, env = ["-m", "training.train", *args], {**JAX_ON_TWO_CPUS, **WITHOUT_TENSORFLOW}
-    first = run_python(*program, "--steps", "20", env=env, timeout=600)
-    assert "tensorflow imported: False" in first.stderr
+    command = {"program": tensorflow_free / "kt-train", "cwd": tmp_path, "timeout": 600}
+    env = {**JAX_ON_TWO_CPUS, "PYTHONPATH": None}
+    first = run_python(*args, "--steps", "20", env=env, **command)
     assert "Keras backend jax, DataParallel over 2 devices, 2 steps per execution" in first.stderr
     assert "training is followed by the validation loss only" in first.stderr
     assert (out / "model.keras").is_file() and (out / "logs" / "validation").is_dir()
-    resumed = run_python(*program, "--steps", "40", env=env, timeout=600)
+    resumed = run_python(*args, "--steps", "40", env=env, **command)
     assert f"resumed from the backup in {out / 'backup'} at step 20" in resumed.stderr
     assert "training stopped at step 40" in resumed.stderr
     losses = [float(x) for x in re.findall(r"val_loss: ([0-9.]+)", resumed.stdout)]

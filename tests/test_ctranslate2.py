@@ -13,7 +13,7 @@ import tensorflow as tf
 from conftest import run_python
 
 import keras_transformer as kt
-from keras_transformer_cli.engines import CTranslate2Translator
+from keras_transformer.ctranslate2_translator import CTranslate2Translator
 from serving.ctranslate2 import convert
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -89,7 +89,7 @@ def test_greedy_and_beam_translations_equal_ours(number_translator, converted_nu
     engine = CTranslate2Translator(converted_numbers[1], beam_size=4, alpha=0.6)
     source_pieces, _ = engine.tokenize(sources)
     ct2_greedy = engine.translator.translate_batch(source_pieces, beam_size=1)
-    ct2_beam = engine.translate_pieces(source_pieces)
+    ct2_beam = [ranked[0] for ranked in engine.translate_pieces(source_pieces)]
     # The search's own scores are not compared: CTranslate2's CPU search takes its
     # log-softmax through vectorized approximations of exp and log (its scores differed from
     # ours by up to 3.6e-4 relative on one trained model, 1.2e-3 on another), while its
@@ -122,7 +122,7 @@ def test_prefixed_translations_and_scores_agree_with_ours(number_translator, con
     translator = kt.Translator(model, tokenizer, beam_size=4, alpha=0.6)
     ours = translator.translate_with_prefix(tf.constant(sources), tf.constant(prefixes))
     engine = CTranslate2Translator(converted_numbers[1], beam_size=4, alpha=0.6)
-    theirs = engine.translate(sources, prefixes)
+    theirs = engine.translate(sources, target_prefix=prefixes)
     texts = [t.decode() for t in ours["translation"].numpy()]
     assert not any(t.cut for t in theirs)
     for text, their, prefix in zip(texts, theirs, prefixes):
@@ -152,6 +152,28 @@ def test_prefixed_translations_and_scores_agree_with_ours(number_translator, con
 
 def run(*args):
     return run_python("-m", *args, env={"TF_CPP_MIN_LOG_LEVEL": "3"})
+
+
+def test_load_translator_opens_a_ctranslate2_folder(number_translator, converted_numbers):
+    """`kt.load_translator` on a CTranslate2 folder: §6.1's beam search (4, alpha 0.6), whose
+    best is our translation; its n best ranked under GNMT's penalty, best first; more than the
+    beam keeps is refused."""
+    _, _, pairs = number_translator
+    sources, targets = [s for s, _ in pairs[:4]], [t for _, t in pairs[:4]]
+    translator = kt.load_translator(converted_numbers[1])
+    assert translator.description == (
+        f"CTranslate2 {converted_numbers[1]} with beam search (beam 4, alpha 0.6)"
+    )
+    best = translator.translate(sources)
+    assert [t.text for t in best] == targets
+    for hypotheses, top in zip(translator.translate(sources, n_best=4), best):
+        scores = [h.score for h in hypotheses]
+        assert len(hypotheses) == 4 and hypotheses[0] == top
+        assert scores == sorted(scores, reverse=True)
+    with pytest.raises(ValueError, match=r"n_best 5: CTranslate2 .* keeps the 4 best"):
+        translator.translate(sources, n_best=5)
+    greedy = kt.load_translator(converted_numbers[1], beam_size=1)
+    assert [t.text for t in greedy.translate(sources)] == targets
 
 
 def test_programs_convert_to_int8_and_translate(number_translator, converted_numbers, tmp_path):

@@ -14,7 +14,7 @@ from test_export import OP_SCRIPT, run_python
 import keras_transformer as kt
 from keras_transformer.decoding import decode
 from keras_transformer.decoding.constraints import prepare
-from keras_transformer_cli.versions import read_search_settings
+from keras_transformer.exports import read_search_settings
 
 
 def test_one_group_is_beam_search_exactly(number_translator):

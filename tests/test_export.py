@@ -10,7 +10,8 @@ import tensorflow as tf
 from conftest import run_python as conftest_run_python
 
 import keras_transformer as kt
-from keras_transformer_cli.versions import export_for_serving, read_search_settings
+from keras_transformer.exports import read_search_settings
+from keras_transformer_cli.versions import export_for_serving
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -26,14 +27,17 @@ def exported(number_translator, tmp_path_factory):
     return export_for_serving(kt.Translator(model, tokenizer), base), pairs
 
 
-# serving.translate must load the model with tensorflow and tensorflow_text alone.
+# The SavedModel translates in a process where keras_transformer cannot be imported: its graph
+# needs tensorflow and tensorflow_text alone, as TensorFlow Serving has.
 WITHOUT_PACKAGE = textwrap.dedent(
     """
-    import runpy, sys
-    sys.path.insert(0, sys.argv.pop(1))
-    sys.argv[0] = "serving.translate"
-    runpy.run_module("serving.translate", run_name="__main__")
-    assert "keras_transformer" not in sys.modules, "serving.translate imported keras_transformer"
+    import sys
+    sys.modules["keras_transformer"] = None  # any import of it fails
+    import tensorflow as tf
+    import tensorflow_text
+    translate = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+    for text in translate(sentences=tf.constant(sys.argv[2:]))["translation"].numpy():
+        print(text.decode())
     """
 )
 
@@ -42,17 +46,11 @@ def test_translates_exactly_from_a_fresh_process(exported, tmp_path):
     version_dir, pairs = exported
     assert version_dir.name == "1"
     out = run_python(
-        "-c",
-        WITHOUT_PACKAGE,
-        str(REPO),
-        "--model",
-        str(version_dir.parent),
-        *[de for de, _ in pairs],
-        cwd=tmp_path,
+        "-c", WITHOUT_PACKAGE, str(version_dir), *[de for de, _ in pairs], cwd=tmp_path
     )
     assert out.splitlines() == [en for _, en in pairs]
     piped = run_python(
-        "-m", "serving.translate", "--model", str(version_dir), stdin=pairs[0][0] + "\n"
+        "-m", "serving.translate", "--model", str(version_dir.parent), stdin=pairs[0][0] + "\n"
     )
     assert piped.splitlines() == [pairs[0][1]]
     other_start = (
@@ -68,6 +66,94 @@ def test_translates_exactly_from_a_fresh_process(exported, tmp_path):
         pairs[0][0],
     )
     assert prefixed.startswith(other_start + " ") and prefixed.strip() != pairs[0][1]
+
+
+def test_load_translator_opens_an_export_in_one_call(exported, number_translator, tmp_path):
+    """`kt.load_translator` on the base directory (its highest version): each sentence's best
+    translation, its n best (best first, the first being the best), and forced decoding of the
+    best giving its own score; what the export cannot do is refused, naming it. A .keras model
+    with its tokenizer beside it translates alike."""
+    version_dir, pairs = exported
+    sources, targets = [s for s, _ in pairs[:4]], [t for _, t in pairs[:4]]
+    translator = kt.load_translator(version_dir.parent)
+    assert translator.description == f"SavedModel {version_dir}"
+    best = translator.translate(sources)
+    assert [t.text for t in best] == targets and all(not t.cut for t in best)
+    nbest = translator.translate(sources, n_best=3)
+    for hypotheses, top in zip(nbest, best):
+        scores = [h.score for h in hypotheses]
+        assert len(hypotheses) == 3 and hypotheses[0] == top
+        assert scores == sorted(scores, reverse=True)
+    scored = translator.score(sources, targets)
+    np.testing.assert_allclose([s.score for s in scored], [t.score for t in best], rtol=1e-5)
+    with pytest.raises(ValueError, match=r"n_best 5: SavedModel .* keeps the 4 best"):
+        translator.translate(sources, n_best=5)
+    with pytest.raises(ValueError, match="n_best must be a whole number of at least 1, got 0"):
+        translator.translate(sources, n_best=0)
+    with pytest.raises(TypeError, match="sentences must be a list of strings, not one string"):
+        translator.translate(sources[0])
+    with pytest.raises(
+        kt.inference.ExportedSearchMismatch,
+        match=r"beam_size=2: the SavedModel .*/1 searches with beam_size=4, as it was exported",
+    ):
+        kt.load_translator(version_dir.parent, beam_size=2)
+    with pytest.raises(FileNotFoundError, match="holds no SavedModel"):
+        kt.load_translator(tmp_path)
+    model, tokenizer, _ = number_translator
+    model.save(tmp_path / "model.keras")
+    with pytest.raises(FileNotFoundError, match="tokenizer.model: no such tokenizer"):
+        kt.load_translator(tmp_path / "model.keras")
+    tokenizer.save(tmp_path / "tokenizer.model")
+    from_keras = kt.load_translator(tmp_path / "model.keras").translate(sources)
+    assert [t.text for t in from_keras] == targets
+
+
+@pytest.mark.parametrize("cut", ["variables.data-00000-of-00001", "variables.index"])
+def test_a_cut_saved_model_is_named(exported, tmp_path, capsys, cut):
+    """A SavedModel whose variables file is cut: the programs that read it say which export and
+    what to do, in one line."""
+    import shutil
+
+    from serving import score, translate
+
+    version_dir, pairs = exported
+    copy = shutil.copytree(version_dir, tmp_path / "numbers" / "1")
+    variables = copy / "variables" / cut
+    variables.write_bytes(variables.read_bytes()[: variables.stat().st_size // 2])
+    (tmp_path / "src").write_text(pairs[0][0] + "\n")
+    for program, argv in (
+        (translate, [pairs[0][0]]),
+        (score, ["--source", str(tmp_path / "src"), "--target", str(tmp_path / "src")]),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            program.main(["--model", str(tmp_path / "numbers"), *argv])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 1 and len(err.strip().splitlines()) == 1
+        assert f"error: {copy}: not a readable SavedModel (" in err
+        assert "a file of it is cut or damaged: copy or export it again" in err
+
+
+def test_translate_program_prints_the_n_best(exported, capsys):
+    """`--n-best N`: N lines per sentence, INDEX<TAB>SCORE<TAB>TRANSLATION, best first; more than
+    the export keeps is refused naming the flag, none is a usage error."""
+    from serving import translate
+
+    version_dir, pairs = exported
+    model = ["--model", str(version_dir.parent)]
+    translate.main([*model, "--n-best", "2", pairs[0][0], pairs[1][0]])
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [row[0] for row in rows] == ["0", "0", "1", "1"]
+    assert [rows[0][2], rows[2][2]] == [pairs[0][1], pairs[1][1]]
+    assert float(rows[0][1]) >= float(rows[1][1]) and float(rows[2][1]) >= float(rows[3][1])
+    with pytest.raises(SystemExit) as exit_info:
+        translate.main([*model, "--n-best", "5", pairs[0][0]])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 1 and captured.out == ""
+    assert f"--n-best 5: SavedModel {version_dir} keeps the 4 best translations" in captured.err
+    with pytest.raises(SystemExit) as exit_info:
+        translate.main([*model, "--n-best", "0", pairs[0][0]])
+    assert exit_info.value.code == 2
+    assert "argument --n-best: expected an integer of at least 1, got 0" in capsys.readouterr().err
 
 
 def test_score_program(exported, tmp_path):
@@ -456,17 +542,17 @@ def test_an_export_without_the_new_signatures_says_to_export_again(exported):
     """An export whose `translate` takes sentences alone (before target prefixes) and has no
     `score` signature: a prefix or a score is refused, naming what to do; plain translation
     works."""
-    from keras_transformer_cli.engines import tensor_engine
+    from keras_transformer.inference import SignatureTranslator
 
     version_dir, pairs = exported
     loaded = tf.saved_model.load(str(version_dir)).signatures
     old = {"serving_default": loaded["serving_default"], "translate": loaded["serving_default"]}
-    engine = tensor_engine(old, "SavedModel old/1")
-    assert engine([pairs[0][0]])[0][0] == pairs[0][1]
+    engine = SignatureTranslator(old, "SavedModel old/1")
+    assert engine.translate([pairs[0][0]])[0].text == pairs[0][1]
     with pytest.raises(
         ValueError, match="old/1 has no 'translate' signature taking 'target_prefix'"
     ):
-        engine([pairs[0][0]], ["one"])
+        engine.translate([pairs[0][0]], target_prefix=["one"])
     with pytest.raises(ValueError, match="no 'score' signature .* export the model again"):
         engine.score([pairs[0][0]], [pairs[0][1]])
 

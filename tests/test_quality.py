@@ -17,6 +17,22 @@ from benchmarks import quality
 from keras_transformer.data import ding
 
 
+def section_of(text, heading):
+    """The part of a report from `heading` to the next heading of its level."""
+    level = heading.split(" ")[0]
+    return text.split(heading, 1)[1].split(f"\n{level} ", 1)[0]
+
+
+def lever_rows(text):
+    """The cells of the lever table's rows (every table of its section but the header)."""
+    rows = [
+        [cell.strip() for cell in line.strip()[1:-1].split(" | ")]
+        for line in section_of(text, "## What each lever gave").splitlines()
+        if line.startswith("| ")
+    ]
+    return [row for row in rows if row[0] not in ("change", "---")]
+
+
 @pytest.fixture
 def tiny_study(tmp_path, monkeypatch):
     data = tmp_path / "numbers"
@@ -98,6 +114,16 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
         f"# Study\n\nintro kept\n\n{quality.TABLE_START}\nold "
         f"table\n{quality.TABLE_END}\n\nanalysis kept\n"
     )
+    # Records outside the study's runs stay in QUALITY.json across rewrites.
+    report.with_suffix(".json").write_text(json.dumps([]))  # the file's first format: runs alone
+    measured = {"name": "probe", "date": "d", "machine": "m", "command": "c", "what": "w"}
+    quality.write_report([], report)
+    extra = {**json.loads(report.with_suffix(".json").read_text()), "measurements": [measured]}
+    report.with_suffix(".json").write_text(json.dumps(extra))
+    # The lever table: the runs no row names get rows of their own (one a lever), so that every
+    # run is counted; a declared row gives its runs in its decoding against its base in the
+    # base's, and counts the runs it names first (among its runs, else its bases).
+    monkeypatch.setattr(quality, "LEVERS", ())
     quality.write_report(quality.results(work, minutes=5), report)
     text = report.read_text()
     assert (
@@ -105,29 +131,42 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
         and text.endswith("\n\nanalysis kept\n")
         and "old table" not in text
     )
-    rows = [
-        line
-        for line in text.splitlines()
-        if line.startswith("| plain") or line.startswith("| confirm")
-    ]
-    assert len(rows) == 3
-    assert rows[0].split(" | ")[16:19] == ["-", "-", "-"]  # no test score for a screening run
-    assert rows[0].split(" | ")[6:8] == [
-        f"{first['training_seconds'] / 30:.2f}",
-        f"{first['matmul_gflops']:.0f}",
-    ]
+    written = json.loads(report.with_suffix(".json").read_text())
+    assert written == {"runs": [first, second], "measurements": [measured]}
+    assert quality.recorded_results(report) == [first, second]
+    rows = lever_rows(text)
+    assert [row[0] for row in rows] == ["baseline", "confirm"]  # each run's lever
+    assert sum(int(row[1]) for row in rows) == len(written["runs"])
     validation, test = second["scores"]
-    assert rows[2].split(" | ")[12:18] == [
-        f"{validation['bleu']:.2f}",
-        f"{validation['chrf']:.1f}",
-        f"{validation['brevity_penalty']:.3f}",
-        f"{validation['length_ratio']:.2f}",
-        f"{test['bleu']:.2f}",
-        f"{test['chrf']:.1f}",
+    top = max(s["bleu"] for s in first["scores"])
+    assert rows[0] == ["baseline", "1", "30", "best", f"{top:.2f}", "-", "-", "-"]
+    lever = quality.Trial("dropout 0", ("confirm",), "chosen", ("plain",), (2, 1.0, 3, 1))
+    lever = quality.dataclasses.replace(lever, base_decoding=(2, 1.0, 3))
+    monkeypatch.setattr(quality, "LEVERS", (quality.Section("A", "text", (lever,)),))
+    quality.write_report([], report)
+    plain_then = next(s for s in first["scores"] if s["beam"] == 2)
+    assert lever_rows(report.read_text()) == [
+        [
+            "dropout 0",
+            "2",
+            "30",
+            "2/1/3",
+            f"{validation['bleu']:.2f}",
+            "-",
+            f"{plain_then['bleu']:.2f}",
+            "chosen",
+        ]
     ]
-    assert rows[2].startswith("| confirm | confirm | --set dropout=0.0 | 1 | 14 | 30 | ")
-    assert rows[2].split(" | ")[8:12] == ["2", "1", "3", "1"]
-    assert json.loads(report.with_suffix(".json").read_text()) == [first, second]
+    # The chosen settings' test split, scored once: here `confirm`'s, were it the chosen run.
+    assert "Not scored yet." in section_of(text, "## The test split")
+    with monkeypatch.context() as patch:
+        patch.setattr(quality, "CHOSEN_FLAGS", confirm.flags)
+        patch.setattr(quality, "CHOSEN_DECODING", (2, 1.0, 3, 1))
+        quality.write_report([], report)
+        tested = section_of(report.read_text(), "## The test split")
+        assert f"| 1 | {second['date']} | {second['machine']} | 30 | " in tested
+        assert f"| {test['bleu']:.2f} | {test['chrf']:.1f} | " in tested
+        assert f"`{confirm.name}`" in section_of(report.read_text(), "## The chosen settings")
 
     # A result from another screening budget, or of a run trained otherwise since, does not
     # count: that run is done again. The report keeps the older result after the others.
@@ -140,7 +179,7 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
         )
         assert [r["name"] for r in quality.results(work, minutes=5)] == ["plain"]
         quality.write_report(quality.results(work, minutes=5), report)
-        assert json.loads(report.with_suffix(".json").read_text()) == [first, second]
+        assert quality.recorded_results(report) == [first, second]
     # Decodings added since do not train it again: they are what it still lacks.
     more = quality.dataclasses.replace(confirm, decodings=((2, 1.0, 3, 1), (1, 0.0, 2)))
     with monkeypatch.context() as patch:
@@ -202,13 +241,23 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
         ("test", 2, [2, 1.0, 3, 0]),
     ]
     assert (work / "plain" / "translations.test.beam2-alpha1.0-avg2-at-1min.txt").is_file()
+    monkeypatch.setattr(quality, "CURVE_RUNS", ("plain",))
+    monkeypatch.setattr(quality, "CURVE_DECODINGS", ((1, 0.0, 3), (2, 1.0, 3)))
     quality.write_report([pointed], report)  # replaces the recorded `first`, keeps `second`
-    assert json.loads(report.with_suffix(".json").read_text()) == [pointed, second]
-    rows = [line for line in report.read_text().splitlines() if line.startswith("| plain")]
-    assert rows[-1].startswith(
-        "| plain (its first 1 min) | baseline | (the demo's) | 0 | 1 | 20 | 3.00 |"
+    assert quality.recorded_results(report) == [pointed, second]
+    # The curve: the point, then the whole run, in each decoding (one the point lacks).
+    curve = section_of(report.read_text(), "## The learning curve")
+    [at_1, whole] = [line for line in curve.splitlines() if line.startswith("| the curve")]
+    scores = point["scores"]
+    assert at_1 == (
+        f"| the curve, 0 | 1 | 20 | {scores[0]['bleu']:.2f} | - | "
+        f"{scores[1]['bleu']:.2f} (2/1/3*) |"
     )
-    assert len(rows) == 2 + 1  # the run's two validation rows, then the point's one
+    tested_whole = pointed["scores"][-1]
+    assert whole == (
+        f"| the curve, 0 | 5 | 30 | - | {pointed['scores'][1]['bleu']:.2f} | "
+        f"{tested_whole['bleu']:.2f} (2/1/3*) |"
+    )
     # A minute before the first checkpoint has nothing to score; a curve needs a budget.
     early = quality.dataclasses.replace(curved, curve=(0.1,))
     with pytest.raises(ValueError, match="plain: no checkpoint was written in its first 0.1 min"):
@@ -341,3 +390,76 @@ def test_runs_share_a_tokenizer_only_when_they_train_it_on_the_same_text(monkeyp
     # A new Ding parser changes the text, and so the key.
     monkeypatch.setattr(ding, "PARSER_VERSION", ding.PARSER_VERSION + 1)
     assert quality.Run("r", "lever", same_text).tokenizer_key() not in keys
+
+
+REPORT = pathlib.Path(quality.__file__).with_name("QUALITY.md")
+MAX_REPORT_LINES = 300
+
+
+def test_the_report_is_written_from_quality_json(tmp_path):
+    """benchmarks/QUALITY.md is what `--report-only` writes from QUALITY.json (neither changes),
+    a short report: at most 300 lines of at most 100 columns, every recorded run counted in one
+    row of the lever table, none in the rows for runs no lever names."""
+    copy = tmp_path / "QUALITY.md"
+    copy.write_text(REPORT.read_text())
+    copy.with_suffix(".json").write_text(REPORT.with_suffix(".json").read_text())
+    quality.main(["--report-only", "--output", str(copy), "--work-dir", str(tmp_path / "none")])
+    assert copy.read_text() == REPORT.read_text(), "run python -m benchmarks.quality --report-only"
+    assert copy.with_suffix(".json").read_text() == REPORT.with_suffix(".json").read_text()
+
+    text = REPORT.read_text()
+    lines = text.splitlines()
+    assert len(lines) <= MAX_REPORT_LINES, f"QUALITY.md has {len(lines)} lines"
+    assert [n for n, line in enumerate(lines, 1) if len(line) > 100] == []
+    data = quality.recorded(REPORT)
+    rows = lever_rows(text)
+    assert sum(int(row[1]) for row in rows) == len(data["runs"]) >= 70
+    assert "Runs no row above names" not in text
+    for heading in ("## The chosen settings", "## The learning curve", "## The test split"):
+        assert heading in text
+
+
+def test_every_lever_row_names_scored_runs():
+    """Each name in the lever table is a recorded run, curve point or measurement, scored on
+    validation in the row's decoding (its base in the base's): no cell reads "-" for a typo."""
+    named = quality.entries(quality.recorded(REPORT))
+    missing = [
+        (trial.change, name)
+        for section in quality.LEVERS
+        for trial in section.trials
+        for names, decoding in (
+            (trial.runs, trial.decoding),
+            (trial.base, trial.base_decoding or trial.decoding),
+        )
+        for name in names
+        if quality.scored_in(quality.entry(name, named), decoding) is None
+    ]
+    assert missing == []
+
+
+def test_the_report_states_the_chosen_settings_and_their_test_split():
+    """The report's chosen settings are the demo's command (as the Makefile's DEMO_SETTINGS
+    trains), and its test split the chosen runs' test scores in the chosen decoding."""
+    from training import train
+
+    text = REPORT.read_text()
+    chosen = section_of(text, "## The chosen settings")
+    block = chosen.split("```sh\n", 1)[1].split("```", 1)[0]
+    words = shlex.split(block.replace("\\\n", " "))
+    assert words[:3] == ["python", "-m", "training.train"]
+    makefile = (pathlib.Path(quality.__file__).parents[1] / "Makefile").read_text()
+    demo = shlex.split(re.search(r"^DEMO_SETTINGS \?= (.*)$", makefile, re.M).group(1))
+    demo += ["--max-minutes", f"{quality.FULL_MINUTES:g}", "--run-dir", "runs/demo"]
+    parser = train.build_parser()
+    assert vars(parser.parse_args(words[3:])) == vars(parser.parse_args(demo))
+
+    runs = quality.chosen_runs(quality.recorded_results(REPORT))
+    tested = section_of(text, "## The test split")
+    assert {r["seed"] for r in runs} >= {0, 1}
+    for run in runs:
+        assert quality.short(run["name"], quality.SMOOTHED_RUN) in chosen
+        test = quality.scored_in(run, quality.CHOSEN_DECODING, "test")
+        assert f"| {run['seed']} | {run['date']} | " in tested
+        assert f"| {test['bleu']:.2f} | {test['chrf']:.1f} | {test['brevity_penalty']:.3f} |" in (
+            tested
+        )

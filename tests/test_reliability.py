@@ -16,6 +16,7 @@ import keras
 import pytest
 from conftest import run_python, tiny_flags, write_number_data
 
+from keras_transformer.exports import latest_version
 from keras_transformer_cli import files, flags, versions
 from serving import client as serving_client
 from serving import ctranslate2, export, translate
@@ -172,7 +173,7 @@ def test_translate_takes_bad_bytes_and_skips_an_empty_version(trained, tmp_path,
     stdin = io.TextIOWrapper(io.BytesIO(b"eins\xff\ndrei\x0cvier\xc2\x85f\xc3\xbcnf\r\n"))
     translate.main(["--model", str(exports), "--scores"], stdin=stdin)
     assert len(capsys.readouterr().out.splitlines()) == 2  # split at \n only
-    assert versions.latest_version(exports) == exports / "1"
+    assert latest_version(exports) == exports / "1"
 
 
 def test_lines_split_at_newlines_only():

@@ -10,7 +10,8 @@ import sentencepiece
 import tensorflow as tf
 
 from keras_transformer import SubwordTokenizer
-from keras_transformer.tokenizer import MODEL_TYPES, normalize_text
+from keras_transformer.text import normalize_text
+from keras_transformer.tokenizer import MODEL_TYPES
 
 SAMPLES = [
     "Guten Morgen, wie geht's?",

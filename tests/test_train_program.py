@@ -306,6 +306,16 @@ def test_subword_sampling_trains_and_the_export_never_samples(
             "binarized data holds one segmentation",
         ),
         (["--test-split", "exam"], "--test-split exam: tsv:"),
+        (
+            ["--set", "vocab_size=300"],
+            "--set vocab_size=300: the model's vocab_size is its "
+            "vocabulary's size; give --vocab-size 300",
+        ),
+        (
+            ["--set", "tokens_per_batch=64"],
+            "--set tokens_per_batch=64 and --tokens-per-batch 512 "
+            "disagree: give --tokens-per-batch alone",
+        ),
         (["--validation-split", "dev"], "--validation-split dev: tsv:"),
     ],
 )
@@ -436,7 +446,7 @@ def test_mixed_bfloat16_trains_without_nan(number_data, tmp_path, capsys):
         assert "mixed_bfloat16" in saved.read("config.json").decode()
 
     sources = [line.split("\t")[0] for line in (number_data / "test.tsv").read_text().splitlines()]
-    served = metrics.translate_all(load_engine(out / "export", beam_size=1), sources)
+    served = metrics.translate_all(load_engine(out / "export", beam_size=1).translate, sources)
     assert served == (out / "translations.test.txt").read_text().splitlines()
 
 

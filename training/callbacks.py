@@ -163,7 +163,9 @@ class TranslationMonitor(keras.callbacks.Callback):
     """After every epoch: greedy translations of the validation pairs, their BLEU and chrF
     (sacrebleu, as `val_bleu` and `val_chrf` in the logs, `bleu` and `chrf` in TensorBoard), a
     table of the first `samples` as a text summary, and their encoder-decoder attention (last
-    decoder layer, heads averaged) as images; TensorBoard's axis is the training step."""
+    decoder layer, heads averaged) as images `attention/N`, the source pieces along the x axis
+    and the translation's along the y axis (`keras_transformer_cli.attention_plot`), with the
+    pieces as text, `attention_pieces/N`; TensorBoard's axis is the training step."""
 
     def __init__(self, tokenizer, pairs, log_dir, samples=3):
         super().__init__()
@@ -174,11 +176,11 @@ class TranslationMonitor(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         import keras_transformer as kt
-        from keras_transformer_cli.engines import tensor_engine
+        from keras_transformer.inference import signature_translator
 
         translator = kt.Translator(self.model, self.tokenizer, beam_size=1)
         self.translator = translator
-        self.translate = tensor_engine(translator.signatures(), "greedy search")
+        self.translate = signature_translator(translator, "the model in training").translate
 
     def on_epoch_end(self, epoch, logs=None):
         import tensorflow as tf
@@ -210,14 +212,17 @@ class TranslationMonitor(keras.callbacks.Callback):
 
     def attention_image(self, sentence):
         """The last decoder layer's encoder-decoder attention for the greedy translation of
-        `sentence`: rows are output pieces, columns source pieces (8x8 pixels per weight)."""
+        `sentence`, heads averaged, drawn by `keras_transformer_cli.attention_plot`: the source
+        pieces along the x axis, the translation's (eos included) along the y axis, as uint8 RGBA
+        [1, H, W, 4]; and the pieces as text."""
+        from keras_transformer_cli.attention_plot import attention_figure, figure_pixels
+
         source, translation, weights = self.translator.attention(sentence)
-        grid = np.mean(weights[-1], axis=0)
-        grid = np.kron(grid / max(grid.max(), 1e-9), np.ones((8, 8), "float32"))
+        figure = attention_figure(np.mean(weights[-1], axis=0), source, translation)
         legend = (
             f"columns (source): {' '.join(source)}\n\nrows (translation): {' '.join(translation)}"
         )
-        return grid[None, :, :, None], legend
+        return figure_pixels(figure)[None], legend
 
 
 def _cell(text):

@@ -113,11 +113,11 @@ def main(argv=None):
     print(f"translating {len(pairs)} sentences with {engine.description}", file=sys.stderr)
     if args.source and args.reference is None:
         hypotheses = metrics.translate_all(
-            engine, [s for s, _ in pairs], args.batch_size, metrics.progress_verbosity()
+            engine.translate, [s for s, _ in pairs], args.batch_size, metrics.progress_verbosity()
         )
         print(f"translations written to {metrics.write_translations(hypotheses, output)}")
         return
-    metrics.evaluate(engine, pairs, output, args.batch_size)
+    metrics.evaluate(engine.translate, pairs, output, args.batch_size)
 
 
 if __name__ == "__main__":

@@ -319,8 +319,19 @@ class TrainingPlan:
     def checked(self):
         """Refuses values that cannot work together, naming the flags (each number alone is
         checked where it is parsed: `keras_transformer_cli.flags`); returns the plan."""
-        parse_overrides(self.model.overrides)  # refuses an item that is not FIELD=VALUE
+        overrides = parse_overrides(self.model.overrides)  # refuses an item not FIELD=VALUE
         data = self.data
+        if "vocab_size" in overrides:
+            raise ValueError(
+                f"--set vocab_size={overrides['vocab_size']}: the model's vocab_size is its "
+                f"vocabulary's size; give --vocab-size {overrides['vocab_size']}"
+            )
+        set_batch = overrides.get("tokens_per_batch", data.tokens_per_batch)
+        if data.tokens_per_batch and set_batch != data.tokens_per_batch:
+            raise ValueError(
+                f"--set tokens_per_batch={set_batch} and --tokens-per-batch "
+                f"{data.tokens_per_batch} disagree: give --tokens-per-batch alone"
+            )
         check_phrase_flags(
             data.phrases, data.sentence_repeats, data.tag_phrases, data.sentence_alternatives
         )

@@ -17,7 +17,6 @@ import shlex
 
 from keras_transformer_cli import checkpoints, console, flags
 from keras_transformer_cli.run_dir import RunDirectory
-from keras_transformer_cli.versions import latest_version
 
 LONGER = "-30-minutes"  # the suffix of the longer run's directories
 
@@ -33,6 +32,8 @@ def summary(run_dir, export_dir, demo=False):
         else f"  training steps: unknown, {run.checkpoints} holds no step checkpoint"
     )
     lines.append(f"  {'final model:':19}{final_model(run)}")
+    from keras_transformer.exports import latest_version
+
     try:
         export = latest_version(export_dir)
     except FileNotFoundError:

@@ -767,7 +767,7 @@ class Trainer:
         the references' cross-entropy."""
         import keras_transformer as kt
         from keras_transformer.data import Corpus, make_batches
-        from keras_transformer_cli.engines import tensor_engine
+        from keras_transformer.inference import signature_translator
 
         from .metrics import corpus_scores, translate_all, validation_loss
 
@@ -781,13 +781,14 @@ class Trainer:
                 self.plan.data.max_length,
             )
             return validation_loss(model, batches)
-        translate = kt.Translator(model, tokenizer, beam_size=1).translate
-        hypotheses = translate_all(tensor_engine(translate, "greedy search"), [s for s, _ in pairs])
+        translator = signature_translator(kt.Translator(model, tokenizer, beam_size=1), "model")
+        hypotheses = translate_all(translator.translate, [s for s, _ in pairs])
         return corpus_scores(hypotheses, [t for _, t in pairs])[keep_best]
 
     def score_and_export(self, model):
         import keras_transformer as kt
-        from keras_transformer_cli.engines import search_name, tensor_engine
+        from keras_transformer.exports import search_name
+        from keras_transformer.inference import signature_translator
         from keras_transformer_cli.versions import export_for_serving
 
         from . import metrics
@@ -800,7 +801,7 @@ class Trainer:
         print(f"translating the {len(self.test_pairs)} sentences of the {split} split ({search})")
         output = self.directory.translations(split)
         scores = metrics.evaluate(
-            tensor_engine(translator.signatures(), search), self.test_pairs, output
+            signature_translator(translator, "model").translate, self.test_pairs, output
         )
         version_dir = export_for_serving(translator, evaluation.export_dir)
         print(f"SavedModel exported to {version_dir}")

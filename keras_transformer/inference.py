@@ -1,0 +1,266 @@
+"""Translation from a saved model in a few lines:
+
+    translator = kt.load_translator("exports/transformer")
+    for translation in translator.translate(["Guten Morgen."]):
+        print(translation.score, translation.text)
+
+`load_translator` opens a SavedModel export (through its signatures, as TensorFlow Serving runs
+it), a CTranslate2 folder, or a .keras model with its tokenizer, and returns a translator:
+`translate(sentences, *, n_best=None, target_prefix=None)` gives each sentence's best translation
+(or its `n_best` best), `score(sources, targets)` scores given translations (forced decoding),
+`description` says what it runs and `limits` the pieces it holds.
+"""
+
+import pathlib
+import typing
+
+from keras_transformer.exports import (
+    CTRANSLATE2_MODEL_FILE,
+    TOKENIZER_FILE,
+    latest_version,
+    limits_of,
+    read_search_settings,
+    search_name,
+    search_settings,
+)
+
+
+class Translation(typing.NamedTuple):
+    """One translation, its score (log P(Y | X) over GNMT's length penalty, as beam search ranks
+    it, §6.1), and the inputs of its sentence that were longer than the model holds and were cut
+    to it (`cut`: "source", "prefix"; empty when none was)."""
+
+    text: str
+    score: float
+    cut: tuple = ()
+
+
+class Scored(typing.NamedTuple):
+    """Forced decoding of one translation: log P(Y | X) over GNMT's length penalty (`score`, as
+    beam search ranks), log P(Y | X) (`log_prob`), each token's log-probability, eos last
+    (`token_scores`), and the inputs that were cut to what the model holds (`cut`: "source",
+    "target")."""
+
+    score: float
+    log_prob: float
+    token_scores: tuple
+    cut: tuple = ()
+
+    def line(self, normalized=False, tokens=False):
+        """One line of text: log P (or the normalised score), then the token scores if asked,
+        tab-separated."""
+        line = f"{self.score if normalized else self.log_prob:.6f}"
+        if tokens:
+            line += "\t" + " ".join(f"{value:.6f}" for value in self.token_scores)
+        return line
+
+
+class ExportedSearchMismatch(ValueError):
+    """A search setting asked of a SavedModel that differs from the one its graph runs: the
+    setting's `name`, the `value` asked, the export's `own` and its `version_dir`."""
+
+    def __init__(self, name, value, own, version_dir):
+        self.name, self.value, self.own, self.version_dir = name, value, own, version_dir
+        super().__init__(
+            f"{name}={value}: the SavedModel {version_dir} searches with {name}={own}, as it was "
+            f"exported; leave {name} out, or export the model again with {name}={value}"
+        )
+
+
+def load_translator(path, tokenizer=None, beam_size=None, alpha=None, extra_length=None):
+    """A translator for the model at `path`: a CTranslate2 folder (model.bin), a SavedModel (a
+    version directory, or a base directory of numbered versions: its highest), or a .keras model
+    (with `tokenizer`, default tokenizer.model beside it). A SavedModel searches as it was
+    exported: a setting given that differs from its own raises ExportedSearchMismatch. Elsewhere
+    settings left None are §6.1's: beam 4, alpha 0.6, at most 50 tokens beyond the source."""
+    path = pathlib.Path(path)
+    asked = {"beam_size": beam_size, "alpha": alpha, "extra_length": extra_length}
+    given = {name: value for name, value in asked.items() if value is not None}
+    if path.is_dir() and (path / CTRANSLATE2_MODEL_FILE).is_file():
+        from keras_transformer.ctranslate2_translator import CTranslate2Translator
+
+        return CTranslate2Translator(path, **given)
+    if path.is_dir():
+        return _saved_model_translator(path, given)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    if path.suffix != ".keras":
+        raise ValueError(
+            f"{path}: expected a .keras model, a SavedModel directory or a CTranslate2 folder"
+        )
+    return _keras_translator(path, tokenizer, given)
+
+
+def _saved_model_translator(model_dir, given):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
+
+    version_dir = latest_version(model_dir)
+    own = read_search_settings(version_dir)
+    for name, value in given.items():
+        if own and own[name] != value:
+            raise ExportedSearchMismatch(name, value, own[name], version_dir)
+    try:
+        loaded = tf.saved_model.load(str(version_dir))
+    except (tf.errors.OpError, ValueError, OSError, IndexError) as error:  # a cut or damaged file
+        reason = " ".join(str(getattr(error, "message", error)).split())[:200]
+        raise ValueError(
+            f"{version_dir}: not a readable SavedModel ({reason}); a file of it is cut or "
+            "damaged: copy or export it again"
+        ) from None
+    return SignatureTranslator(
+        loaded.signatures,
+        f"SavedModel {version_dir}",
+        limits_of(own) if own else None,
+        own.get("nbest"),
+    )
+
+
+def _keras_translator(model_path, tokenizer, given):
+    import keras
+
+    import keras_transformer as kt
+
+    tokenizer = pathlib.Path(tokenizer) if tokenizer else model_path.with_name(TOKENIZER_FILE)
+    if not tokenizer.is_file():
+        raise FileNotFoundError(f"{tokenizer}: no such tokenizer; pass the model's tokenizer")
+    translator = kt.Translator(
+        keras.saving.load_model(model_path), kt.SubwordTokenizer.load(tokenizer), **given
+    )
+    return signature_translator(translator, str(model_path))
+
+
+def signature_translator(translator, name):
+    """The SignatureTranslator of a `kt.Translator`, described as `name` with its search."""
+    search = search_name(translator.beam_size, translator.alpha)
+    if translator.sampling is not None:
+        search = "sampling ({})".format(
+            ", ".join(f"{k} {v}" for k, v in translator.sampling._asdict().items())
+        )
+    return SignatureTranslator(
+        translator.signatures(),
+        f"{name} with {search}{', XLA' if translator.jit_compile else ''}",
+        limits_of(search_settings(translator)),
+        translator.nbest,
+    )
+
+
+class SignatureTranslator:
+    """Translates Python strings through the signatures {"serving_default": f(sentences),
+    "translate": f(sentences, target_prefix), "score": f(sources, targets)} of a loaded
+    SavedModel or a `kt.Translator` (`signatures()`), each answering dense tensors. `limits`:
+    {"source": pieces before eos, "target": pieces before eos (a prefix's, a scored target's)},
+    None where the export does not say; `nbest`: the hypotheses kept per sentence (None: the
+    export does not say). An export without a prefix-taking `translate` or a `score` signature
+    refuses those calls (ValueError); one without `*_cut` outputs reports no cut."""
+
+    def __init__(self, signatures, description, limits=None, nbest=None):
+        self.signatures, self.description = signatures, description
+        self.limits, self.nbest = limits, nbest
+
+    def translate(self, sentences, *, n_best=None, target_prefix=None):
+        """[Translation] for a list of strings, or with `n_best` a list per sentence of its
+        `n_best` best, best first; each translation starts with its string of `target_prefix`
+        (a list, "" for none) if given."""
+        sentences = _string_list(sentences, "sentences")
+        check_n_best(n_best, self.nbest, self.description)
+        if not sentences:
+            return []
+        if target_prefix is None:
+            outputs = self.signatures["serving_default"](sentences=_tensor(sentences))
+        else:
+            call = self._signature("translate", "target_prefix")
+            outputs = call(
+                sentences=_tensor(sentences),
+                target_prefix=_tensor(_string_list(target_prefix, "target_prefix")),
+            )
+        outputs = {name: value.numpy() for name, value in outputs.items()}
+        cuts = _cut_outputs(outputs, len(sentences), ("source", "prefix"))
+        if n_best is None:
+            texts, scores = outputs["translation"], outputs["score"]
+            return [Translation(_text(t), float(s), cut) for t, s, cut in zip(texts, scores, cuts)]
+        check_n_best(n_best, outputs["nbest_translations"].shape[1], self.description)
+        return [
+            [Translation(_text(t), float(s), cut) for t, s in zip(texts[:n_best], scores)]
+            for texts, scores, cut in zip(
+                outputs["nbest_translations"], outputs["nbest_scores"], cuts
+            )
+        ]
+
+    def score(self, sources, targets):
+        """[Scored] for lists of source strings and their translations (eos added)."""
+        sources, targets = _string_list(sources, "sources"), _string_list(targets, "targets")
+        if len(sources) != len(targets):
+            raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
+        if not sources:
+            return []
+        call = self._signature("score", "sources")
+        outputs = call(sources=_tensor(sources), targets=_tensor(targets))
+        outputs = {name: value.numpy() for name, value in outputs.items()}
+        return [
+            Scored(float(s), float(p), tuple(float(t) for t in row[ids != 0]), cut)
+            for s, p, row, ids, cut in zip(
+                outputs["score"],
+                outputs["log_prob"],
+                outputs["token_scores"],
+                outputs["tokens"],
+                _cut_outputs(outputs, len(sources), ("source", "target")),
+            )
+        ]
+
+    def _signature(self, name, argument):
+        """The signature `name` if it takes `argument`; ValueError saying to export again."""
+        function = self.signatures[name] if name in self.signatures else None
+        if function is not None:
+            if hasattr(function, "structured_input_signature"):  # a loaded SavedModel's
+                inputs = set(function.structured_input_signature[1])
+            else:  # a kt.Translator's tf.function
+                inputs = {spec.name for spec in function.input_signature}
+            if argument in inputs:
+                return function
+        raise ValueError(
+            f"{self.description} has no {name!r} signature taking {argument!r}: it was exported "
+            "by an earlier keras-transformer; export the model again (python -m serving.export)"
+        )
+
+
+def check_n_best(n_best, kept, description):
+    """ValueError unless `n_best` is None or 1..`kept` (the hypotheses a translator keeps per
+    sentence; None: unknown)."""
+    if n_best is None:
+        return
+    if isinstance(n_best, bool) or not isinstance(n_best, int) or n_best < 1:
+        raise ValueError(f"n_best must be a whole number of at least 1, got {n_best!r}")
+    if kept is not None and n_best > kept:
+        raise ValueError(
+            f"n_best {n_best}: {description} keeps the {kept} best translations of each "
+            f"sentence; ask for at most {kept}, or search with a wider beam"
+        )
+
+
+def cuts(flags):
+    """Per sentence, the names of {name: [bool per sentence]} that are true there: what was
+    cut to the model's length."""
+    return [tuple(name for name, cut in zip(flags, row) if cut) for row in zip(*flags.values())]
+
+
+def _cut_outputs(outputs, count, names):
+    """`cuts` of the outputs NAME_cut (none where an older export has no such output)."""
+    return cuts({name: outputs.get(f"{name}_cut", [False] * count) for name in names})
+
+
+def _string_list(values, name):
+    """`values` as a list of str; TypeError for one string (a list of its characters)."""
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{name} must be a list of strings, not one string")
+    return list(values)
+
+
+def _tensor(texts):
+    import tensorflow as tf
+
+    return tf.constant(texts, tf.string)
+
+
+def _text(value):
+    return value.decode("utf-8", "replace")
