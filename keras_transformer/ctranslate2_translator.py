@@ -1,6 +1,7 @@
 """Translation with a model converted to CTranslate2 (`serving.ctranslate2` writes the folder),
 through the same interface as `inference.SignatureTranslator`. Needs ctranslate2 and
-sentencepiece, not TensorFlow."""
+sentencepiece (the `ctranslate2` extra), and TensorFlow only as Keras's backend (the package
+imports keras: `KERAS_BACKEND=jax`, or `numpy`, does without it)."""
 
 import json
 import os
@@ -13,7 +14,7 @@ from keras_transformer.exports import (
     TOKENIZER_FILE,
     search_name,
 )
-from keras_transformer.inference import Scored, Translation, check_n_best, cuts
+from keras_transformer.inference import Scored, Translation, check_n_best, cuts, string_lists
 from keras_transformer.text import normalize_text
 
 
@@ -44,7 +45,7 @@ class CTranslate2Translator:
         model_dir = pathlib.Path(model_dir)
         if not (model_dir / CTRANSLATE2_MODEL_FILE).is_file():
             raise ValueError(f"{model_dir} holds no CTranslate2 model ({CTRANSLATE2_MODEL_FILE})")
-        self.workers = workers or len(os.sched_getaffinity(0))
+        self.workers = workers or _cores()
         self.translator = ctranslate2.Translator(
             str(model_dir), device="cpu", inter_threads=self.workers, intra_threads=1
         )
@@ -114,6 +115,7 @@ class CTranslate2Translator:
         """[Translation] for a list of strings, or with `n_best` a list per sentence of its
         `n_best` best, best first; each translation starts with its string of `target_prefix`
         (a list, "" for none) if given."""
+        sentences, target_prefix = string_lists(sentences, target_prefix=target_prefix)
         check_n_best(n_best, self.nbest, self.description)
         if not sentences:
             return []
@@ -136,8 +138,7 @@ class CTranslate2Translator:
     def score(self, sources, targets):
         """[Scored] for lists of source strings and their translations (eos added; sources and
         targets cut to max_length - 1 pieces), with CTranslate2's `score_batch`."""
-        if len(sources) != len(targets):
-            raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
+        sources, targets = string_lists(sources, targets=targets)
         if not sources:
             return []
         sources, source_cut = self.tokenize(sources)
@@ -151,3 +152,10 @@ class CTranslate2Translator:
             length_penalty = penalty.length_penalty(len(result.log_probs), self.alpha)
             scored.append(Scored(log_prob / length_penalty, log_prob, tuple(result.log_probs), cut))
         return scored
+
+
+def _cores():
+    """The cores this process may run on (all of them where the system does not say)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

@@ -1,7 +1,7 @@
 """What an export holds, for whoever reads one back: TensorFlow Serving's layout (a base
 directory of numbered versions, each a SavedModel that records the search its graph runs) and a
 CTranslate2 folder (model.bin, the tokenizer, the model's length limit). Reading needs no
-TensorFlow."""
+TensorFlow (the package itself imports keras)."""
 
 import json
 import pathlib
@@ -9,7 +9,7 @@ import pathlib
 # The search the export's graph runs, and its length limits, for the programs that read it
 # (TensorFlow Serving ignores assets.extra but for its warm-up file).
 SETTINGS_FILE = pathlib.PurePath("assets.extra", "keras_transformer.json")
-TOKENIZER_FILE = "tokenizer.model"  # the sentencepiece model of a CTranslate2 folder
+TOKENIZER_FILE = "tokenizer.model"  # the sentencepiece model beside a model, in a folder or run
 CTRANSLATE2_LIMITS_FILE = "keras_transformer.json"  # {"max_length": the model's config.max_length}
 CTRANSLATE2_MODEL_FILE = "model.bin"
 

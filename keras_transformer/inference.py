@@ -11,6 +11,7 @@ it), a CTranslate2 folder, or a .keras model with its tokenizer, and returns a t
 `description` says what it runs and `limits` the pieces it holds.
 """
 
+import operator
 import pathlib
 import typing
 
@@ -55,6 +56,17 @@ class Scored(typing.NamedTuple):
         return line
 
 
+class TooManyHypotheses(ValueError):
+    """`n_best` beyond the hypotheses a translator keeps per sentence (`kept`)."""
+
+    def __init__(self, n_best, kept, description):
+        self.n_best, self.kept, self.description = n_best, kept, description
+        super().__init__(
+            f"n_best {n_best}: {description} keeps the {kept} best translations of each "
+            f"sentence; ask for at most {kept}"
+        )
+
+
 class ExportedSearchMismatch(ValueError):
     """A search setting asked of a SavedModel that differs from the one its graph runs: the
     setting's `name`, the `value` asked, the export's `own` and its `version_dir`."""
@@ -71,8 +83,10 @@ def load_translator(path, tokenizer=None, beam_size=None, alpha=None, extra_leng
     """A translator for the model at `path`: a CTranslate2 folder (model.bin), a SavedModel (a
     version directory, or a base directory of numbered versions: its highest), or a .keras model
     (with `tokenizer`, default tokenizer.model beside it). A SavedModel searches as it was
-    exported: a setting given that differs from its own raises ExportedSearchMismatch. Elsewhere
-    settings left None are §6.1's: beam 4, alpha 0.6, at most 50 tokens beyond the source."""
+    exported: a setting given that differs from its own raises ExportedSearchMismatch (an export
+    that records no settings is taken as it is). Elsewhere settings left None are §6.1's: beam
+    4, alpha 0.6, at most 50 tokens beyond the source. A folder holds its own tokenizer:
+    `tokenizer` is for a .keras model only."""
     path = pathlib.Path(path)
     asked = {"beam_size": beam_size, "alpha": alpha, "extra_length": extra_length}
     given = {name: value for name, value in asked.items() if value is not None}
@@ -102,11 +116,11 @@ def _saved_model_translator(model_dir, given):
             raise ExportedSearchMismatch(name, value, own[name], version_dir)
     try:
         loaded = tf.saved_model.load(str(version_dir))
-    except (tf.errors.OpError, ValueError, OSError, IndexError) as error:  # a cut or damaged file
+    except (tf.errors.OpError, ValueError, OSError, IndexError) as error:
         reason = " ".join(str(getattr(error, "message", error)).split())[:200]
         raise ValueError(
-            f"{version_dir}: not a readable SavedModel ({reason}); a file of it is cut or "
-            "damaged: copy or export it again"
+            f"{version_dir}: not a readable SavedModel ({reason}); if a file of it is cut or "
+            "damaged, copy or export it again"
         ) from None
     return SignatureTranslator(
         loaded.signatures,
@@ -162,23 +176,25 @@ class SignatureTranslator:
         """[Translation] for a list of strings, or with `n_best` a list per sentence of its
         `n_best` best, best first; each translation starts with its string of `target_prefix`
         (a list, "" for none) if given."""
-        sentences = _string_list(sentences, "sentences")
+        sentences, target_prefix = string_lists(sentences, target_prefix=target_prefix)
         check_n_best(n_best, self.nbest, self.description)
         if not sentences:
             return []
         if target_prefix is None:
             outputs = self.signatures["serving_default"](sentences=_tensor(sentences))
         else:
-            call = self._signature("translate", "target_prefix")
-            outputs = call(
-                sentences=_tensor(sentences),
-                target_prefix=_tensor(_string_list(target_prefix, "target_prefix")),
-            )
+            call = self.signature("translate", "target_prefix")
+            outputs = call(sentences=_tensor(sentences), target_prefix=_tensor(target_prefix))
         outputs = {name: value.numpy() for name, value in outputs.items()}
         cuts = _cut_outputs(outputs, len(sentences), ("source", "prefix"))
         if n_best is None:
             texts, scores = outputs["translation"], outputs["score"]
             return [Translation(_text(t), float(s), cut) for t, s, cut in zip(texts, scores, cuts)]
+        if "nbest_translations" not in outputs:
+            raise ValueError(
+                f"{self.description} has no n-best outputs: it was exported by an earlier "
+                "keras-transformer; export the model again"
+            )
         check_n_best(n_best, outputs["nbest_translations"].shape[1], self.description)
         return [
             [Translation(_text(t), float(s), cut) for t, s in zip(texts[:n_best], scores)]
@@ -189,12 +205,10 @@ class SignatureTranslator:
 
     def score(self, sources, targets):
         """[Scored] for lists of source strings and their translations (eos added)."""
-        sources, targets = _string_list(sources, "sources"), _string_list(targets, "targets")
-        if len(sources) != len(targets):
-            raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
+        sources, targets = string_lists(sources, targets=targets)
         if not sources:
             return []
-        call = self._signature("score", "sources")
+        call = self.signature("score", "sources")
         outputs = call(sources=_tensor(sources), targets=_tensor(targets))
         outputs = {name: value.numpy() for name, value in outputs.items()}
         return [
@@ -208,7 +222,7 @@ class SignatureTranslator:
             )
         ]
 
-    def _signature(self, name, argument):
+    def signature(self, name, argument):
         """The signature `name` if it takes `argument`; ValueError saying to export again."""
         function = self.signatures[name] if name in self.signatures else None
         if function is not None:
@@ -225,17 +239,18 @@ class SignatureTranslator:
 
 
 def check_n_best(n_best, kept, description):
-    """ValueError unless `n_best` is None or 1..`kept` (the hypotheses a translator keeps per
-    sentence; None: unknown)."""
+    """ValueError unless `n_best` is None or a whole number of at least 1; TooManyHypotheses
+    beyond `kept` (the hypotheses a translator keeps per sentence; None: unknown)."""
     if n_best is None:
         return
-    if isinstance(n_best, bool) or not isinstance(n_best, int) or n_best < 1:
+    try:
+        whole = not isinstance(n_best, bool) and operator.index(n_best) >= 1
+    except TypeError:
+        whole = False
+    if not whole:
         raise ValueError(f"n_best must be a whole number of at least 1, got {n_best!r}")
     if kept is not None and n_best > kept:
-        raise ValueError(
-            f"n_best {n_best}: {description} keeps the {kept} best translations of each "
-            f"sentence; ask for at most {kept}, or search with a wider beam"
-        )
+        raise TooManyHypotheses(n_best, kept, description)
 
 
 def cuts(flags):
@@ -249,11 +264,19 @@ def _cut_outputs(outputs, count, names):
     return cuts({name: outputs.get(f"{name}_cut", [False] * count) for name in names})
 
 
-def _string_list(values, name):
-    """`values` as a list of str; TypeError for one string (a list of its characters)."""
-    if isinstance(values, (str, bytes)):
-        raise TypeError(f"{name} must be a list of strings, not one string")
-    return list(values)
+def string_lists(sentences, **aligned):
+    """`sentences` and each of `aligned` ({name: strings or None}) as lists, in that order;
+    TypeError for one string (a list of its characters), ValueError for an aligned list of
+    another length."""
+    lists = []
+    for name, values in {"sentences": sentences, **aligned}.items():
+        if isinstance(values, (str, bytes)):
+            raise TypeError(f"{name} must be a list of strings, not one string")
+        values = None if values is None else list(values)
+        if values is not None and lists and len(values) != len(lists[0]):
+            raise ValueError(f"{len(lists[0])} sentences but {len(values)} {name}")
+        lists.append(values)
+    return lists
 
 
 def _tensor(texts):

@@ -3,9 +3,8 @@ step checkpoint (our search, `kt.Translator`), an exported SavedModel (its own s
 TensorFlow Serving runs it), or a CTranslate2 folder (`serving.ctranslate2` writes it).
 
 Each is a translator of `keras_transformer.inference` (`translate`, `score`, `description`,
-`limits`, `nbest`), so that `training.evaluate`, `serving.translate`, `serving.score` and the
-benchmarks pick and call them in one way; this module words the library's refusals with the
-programs' flags.
+`limits`, `nbest`), so that `training.evaluate`, `serving.translate` and `serving.score` pick and
+call them in one way; this module words the library's refusals with the programs' flags.
 """
 
 import pathlib

@@ -27,6 +27,7 @@ def build_parser():
 @console.program
 def main(argv=None, stdin=None):
     args = flags.parse(build_parser(), argv)
+    from keras_transformer.inference import TooManyHypotheses, check_n_best
     from keras_transformer_cli.engines import load_engine
 
     try:
@@ -34,7 +35,13 @@ def main(argv=None, stdin=None):
         engine = load_engine(
             args.model, args.tokenizer, args.beam_size, args.alpha, args.extra_length
         )
-        refuse_n_best(args.n_best, engine)
+        check_n_best(args.n_best, engine.nbest, engine.description)
+    except TooManyHypotheses as error:
+        console.fail(
+            f"--n-best {error.n_best}: {error.description} keeps the {error.kept} best "
+            f"translations of each sentence; ask for at most {error.kept}, or search with "
+            f"--beam-size {error.n_best} (an export: export it again with it)"
+        )
     except ValueError as error:
         console.fail(error)
     prefixes = None if args.target_prefix is None else [args.target_prefix] * len(sentences)
@@ -54,16 +61,6 @@ def main(argv=None, stdin=None):
     for translation in translations:
         text = translation.text
         print(f"{translation.score:.4f}\t{text}" if args.scores else text)
-
-
-def refuse_n_best(n_best, engine):
-    """ValueError naming --n-best when the translator keeps fewer hypotheses per sentence."""
-    if n_best is not None and engine.nbest is not None and n_best > engine.nbest:
-        raise ValueError(
-            f"--n-best {n_best}: {engine.description} keeps the {engine.nbest} best "
-            f"translations of each sentence; ask for at most {engine.nbest}, or search with "
-            f"--beam-size {n_best} (an export: export it again with --beam-size {n_best})"
-        )
 
 
 if __name__ == "__main__":

@@ -168,13 +168,20 @@ def wheel(tmp_path_factory, worker_id):
     return built[0]
 
 
-def pip(*args, python=sys.executable):
-    """pip (this environment's) installing into the environment of `python`."""
-    subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "--quiet",
-         "--disable-pip-version-check", *map(str, args)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+def pip(*args, python=None):
+    """This environment's pip: `pip ARGS`, or with `python` (a venv's) `pip install ARGS` into
+    that venv, the versions of what it installs held to this environment's (`pip freeze`)."""
+    command = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check"]
+    if python is not None:
+        constraints = pathlib.Path(python).parent.parent / "constraints.txt"
+        frozen = subprocess.run(
+            [sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        constraints.write_text(frozen)
+        command += ["--python", str(python), "install", "--constraint", str(constraints)]
+    completed = subprocess.run([*command, *map(str, args)], capture_output=True, text=True)
+    assert completed.returncode == 0, f"pip {' '.join(map(str, args))}: {completed.stderr[-3000:]}"
 
 
 def new_venv(directory):
@@ -189,11 +196,12 @@ def tensorflow_free(wheel, tmp_path_factory, worker_id):
     `pip install "keras-transformer[jax]"` (from the wheel): JAX, no TensorFlow."""
     shared = shared_directory(tmp_path_factory, worker_id)
     with made_once(shared, "tensorflow-free"):
-        bin_dir = shared / "tensorflow-free" / "bin"
-        if not (bin_dir / "kt-train").is_file():
-            bin_dir = new_venv(shared / "tensorflow-free")
-            pip("install", f"{wheel}[jax]", python=bin_dir / "python")
-    return bin_dir
+        venv = shared / "tensorflow-free"
+        if not (venv / "installed").is_file():
+            shutil.rmtree(venv, ignore_errors=True)  # what a failed install left
+            pip(f"{wheel}[jax]", python=new_venv(venv) / "python")
+            (venv / "installed").touch()
+    return venv / "bin"
 
 
 @pytest.fixture(scope="session")

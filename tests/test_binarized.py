@@ -8,6 +8,7 @@ import pathlib
 import re
 import shlex
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -281,10 +282,11 @@ def test_a_jax_run_without_tensorflow_trains_resumes_and_tensorflow_scores_it(
     trains, writes its checkpoints, backup, summaries and model.keras, and a second command
     resumes it; the commands it prints then score and export model.keras under TensorFlow."""
     python = tensorflow_free / "python"
-    missing = run_python("-c", "import tensorflow", program=python, status=1, cwd=tmp_path)
+    outside = {"program": python, "cwd": tmp_path}
+    missing = run_python("-c", "import tensorflow", env={"PYTHONPATH": None}, status=1, **outside)
     assert "No module named 'tensorflow'" in missing.stderr
     layers = "import keras_transformer as kt; print(kt.layers.MultiHeadAttention.__name__)"
-    imported = run_python("-c", layers, program=python, env={"KERAS_BACKEND": "jax"}, cwd=tmp_path)
+    imported = run_python("-c", layers, env={"KERAS_BACKEND": "jax", "PYTHONPATH": None}, **outside)
     assert imported.stdout.split() == ["MultiHeadAttention"]
     out = tmp_path / "run"
     args = tiny_binarized_run(data, out, "--steps-per-epoch", "10", "--checkpoint-every", "10")
@@ -300,13 +302,17 @@ def test_a_jax_run_without_tensorflow_trains_resumes_and_tensorflow_scores_it(
     losses = [float(x) for x in re.findall(r"val_loss: ([0-9.]+)", resumed.stdout)]
     assert len(losses) == 2 and losses[-1] < losses[0]
 
-    printed = [
-        line.split(maxsplit=2)[2] for line in resumed.stdout.splitlines() if "python -m" in line
+    printed = [  # the installed commands, run here where TensorFlow is
+        shlex.split(line) for line in resumed.stdout.splitlines() if line.strip().startswith("kt-")
     ]
+    assert [command[0] for command in printed] == ["kt-evaluate", "kt-export"]
     tensorflow = {"KERAS_BACKEND": "tensorflow", "XLA_FLAGS": None, "PYTHONPATH": None}
-    scored = run_python("-m", *shlex.split(printed[0]), "--beam-size", "1", env=tensorflow)
+    installed = pathlib.Path(sys.executable).parent
+    scored = run_python(
+        *printed[0][1:], "--beam-size", "1", env=tensorflow, program=installed / printed[0][0]
+    )
     assert "BLEU = " in scored.stdout and (out / "translations.test.txt").is_file()
-    run_python("-m", *shlex.split(printed[1]), env=tensorflow)
+    run_python(*printed[1][1:], env=tensorflow, program=installed / printed[1][0])
     assert (out / "export" / "1" / "saved_model.pb").is_file()
 
 

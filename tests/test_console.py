@@ -90,7 +90,7 @@ def test_every_program_is_installed_as_a_command():
     for package in ("training", "serving"):
         for path in (ROOT / package).glob("*.py"):
             if "@console.program\ndef main(" in path.read_text():
-                programs.add(f"{package}.{path.stem}:main")
+                programs.add(f"keras_transformer_cli.{package}.{path.stem}:main")
     assert targets == programs
     refused = run_command("kt-train", "--steps", "0", status=2)
     assert refused.stderr.startswith("usage: kt-train") and "--steps" in refused.stderr

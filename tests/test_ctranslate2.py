@@ -166,10 +166,17 @@ def test_load_translator_opens_a_ctranslate2_folder(number_translator, converted
     )
     best = translator.translate(sources)
     assert [t.text for t in best] == targets
-    for hypotheses, top in zip(translator.translate(sources, n_best=4), best):
+    for source, hypotheses, top in zip(sources, translator.translate(sources, n_best=4), best):
         scores = [h.score for h in hypotheses]
         assert len(hypotheses) == 4 and hypotheses[0] == top
         assert scores == sorted(scores, reverse=True)
+        # each under GNMT's penalty, as forced decoding scores it (CTranslate2's search takes
+        # its log-softmax through approximations: test_greedy_and_beam_translations_equal_ours)
+        rescored = translator.score([source] * 4, [h.text for h in hypotheses])
+        assert scores == pytest.approx([s.score for s in rescored], rel=2e-3)
+    prefixed = translator.translate(sources[:2], n_best=2, target_prefix=["zero", ""])
+    assert all(h.text.startswith("zero ") for h in prefixed[0])
+    assert prefixed[1][0].text == best[1].text  # an empty prefix: none
     with pytest.raises(ValueError, match=r"n_best 5: CTranslate2 .* keeps the 4 best"):
         translator.translate(sources, n_best=5)
     greedy = kt.load_translator(converted_numbers[1], beam_size=1)

@@ -86,6 +86,11 @@ def test_load_translator_opens_an_export_in_one_call(exported, number_translator
         assert scores == sorted(scores, reverse=True)
     scored = translator.score(sources, targets)
     np.testing.assert_allclose([s.score for s in scored], [t.score for t in best], rtol=1e-5)
+    prefixed = translator.translate(sources[:2], n_best=2, target_prefix=["zero", ""])
+    assert all(h.text.startswith("zero ") for h in prefixed[0])
+    assert prefixed[1][0].text == best[1].text  # an empty prefix: none
+    with pytest.raises(ValueError, match="2 sentences but 1 target_prefix"):
+        translator.translate(sources[:2], target_prefix=["zero"])
     with pytest.raises(ValueError, match=r"n_best 5: SavedModel .* keeps the 4 best"):
         translator.translate(sources, n_best=5)
     with pytest.raises(ValueError, match="n_best must be a whole number of at least 1, got 0"):
@@ -130,7 +135,7 @@ def test_a_cut_saved_model_is_named(exported, tmp_path, capsys, cut):
         err = capsys.readouterr().err
         assert exit_info.value.code == 1 and len(err.strip().splitlines()) == 1
         assert f"error: {copy}: not a readable SavedModel (" in err
-        assert "a file of it is cut or damaged: copy or export it again" in err
+        assert "if a file of it is cut or damaged, copy or export it again" in err
 
 
 def test_translate_program_prints_the_n_best(exported, capsys):

@@ -24,7 +24,7 @@ def test_the_installed_commands_run_outside_the_checkout(wheel, number_translato
     names, and its `kt-translate` translates with a saved model from another folder, running
     the installed code."""
     bin_dir = new_venv(tmp_path / "venv")
-    pip("install", "--no-deps", wheel, python=bin_dir / "python")
+    pip("--no-deps", wheel, python=bin_dir / "python")
     site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
     added = {path.name for path in site.iterdir()} - {"__pycache__"}
     assert {name for name in added if not name.endswith(".dist-info")} == OWN_NAMES

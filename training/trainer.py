@@ -19,6 +19,7 @@ import shutil
 import sys
 import tempfile
 
+from keras_transformer_cli import console
 from keras_transformer_cli.flags import DEFAULT_VOCAB_SIZE
 from keras_transformer_cli.run_dir import RunDirectory, RunError
 
@@ -821,11 +822,14 @@ class Trainer:
             ("--data-dir", corpus.data_dir),
         ):
             data += [flag, str(value)] if value else []
-        evaluate = ["python", "-m", "training.evaluate", "--model", str(model_path), *data]
+        installed = console.installed_command() is not None  # kt-train: print kt-* commands
+        evaluate = ["kt-evaluate"] if installed else ["python", "-m", "training.evaluate"]
+        evaluate += ["--model", str(model_path), *data]
         search = ["--beam-size", str(evaluation.beam_size), "--alpha", str(evaluation.alpha)]
         search += ["--extra-length", str(evaluation.extra_length)]
         evaluate += search
-        export = ["python", "-m", "serving.export", "--model", str(model_path), *search]
+        export = ["kt-export"] if installed else ["python", "-m", "serving.export"]
+        export += ["--model", str(model_path), *search]
         return [
             shlex.join([*evaluate, "--split", corpus.test_split]),
             shlex.join([*export, "--export-dir", str(evaluation.export_dir)]),

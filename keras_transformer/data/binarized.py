@@ -32,12 +32,12 @@ from keras_transformer.data.buckets import (
     check_budget,
     static_boundaries,
 )
+from keras_transformer.exports import TOKENIZER_FILE
 from keras_transformer.ids import BOS_ID, EOS_ID
 
 FORMAT = "keras-transformer binarized data"
 VERSION = 1
 INDEX_FILE = "index.json"
-TOKENIZER_FILE = "tokenizer.model"
 SIDES = ("source", "target")
 
 

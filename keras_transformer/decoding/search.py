@@ -5,20 +5,33 @@ the loop keeps the model's cache, the constraints and the shrinking batch for ev
 
 import tensorflow as tf
 
-from keras_transformer.layers.attention import MASK_VALUE
-
-NEG_INF = MASK_VALUE  # the log-probability of an impossible hypothesis
+# The log-probability of an impossible hypothesis or token: finite, so that sums and
+# differences of it stay finite, and far below any real log-probability in float32.
+NEG_INF = -1e9
 
 
 class Search:
     """How the next tokens are chosen. The loop holds `beam_size` hypotheses (rows of the step
     function, a sentence's rows adjacent) for each sentence still in the batch, and the search's
     own state, `hypotheses`: a nest of tensors whose first axis is the sentences, so that the
-    rows of a sentence that ended leave the batch together. Subclasses are frozen dataclasses:
-    a search's settings key the compile cache. A field that holds a tensor (a seed) is passed
-    to the compiled function as a tensor, not as a setting (`decoding.run_search`)."""
+    rows of a sentence that ended leave the batch together.
+
+    A subclass is a frozen dataclass (`@dataclasses.dataclass(frozen=True)`), or making one
+    raises TypeError: a search's settings key the compile cache (`decoding.compiled`), so they
+    must be its fields and must not change. A field that holds a tensor (a seed) is passed to
+    the compiled function as a tensor, not as a setting."""
 
     beam_size = 1
+
+    def __new__(cls, *args, **kwargs):
+        params = getattr(cls, "__dataclass_params__", None)
+        if "__dataclass_fields__" not in cls.__dict__ or params is None or not params.frozen:
+            raise TypeError(
+                f"{cls.__qualname__} must be a frozen dataclass: decorate it with "
+                "@dataclasses.dataclass(frozen=True) (a search's fields are the settings that "
+                "key its compiled function)"
+            )
+        return super().__new__(cls)
 
     def start(self, batch_size, max_length):
         """The hypotheses before the first step: every sentence's output empty."""
