@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench quality data venv clean gpu-bundle
+.PHONY: demo test test-quick bench quality data venv clean gpu-bundle
 
 venv: $(INSTALLED)
 
@@ -23,6 +23,13 @@ test: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+
+# The tests not marked slow (those that train a model or start processes): a few minutes, for
+# every edit; `make test` runs them all.
+test-quick: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not slow" $(PYTEST_ARGS)
 
 # The embedded German-English corpus (Debian's trans-de-en, GPL-2+), fetched and prepared once
 # into ~/.cache/keras_transformer (or $$KERAS_TRANSFORMER_CACHE); never into the repository.

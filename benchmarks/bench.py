@@ -303,8 +303,7 @@ def saved_model_latency(config, repeats, directory, thread_settings=(0, 1)):
     return rows
 
 
-# The demo's model (Makefile DEMO_SETTINGS): the small preset narrowed to 2+2 layers of 192 (128
-# until 2026-12-01, which benchmarks/README.md's served-path figures of before then timed).
+# The demo's model (Makefile DEMO_SETTINGS): the small preset narrowed to 2+2 layers of 192.
 # Without its ReLU dropout, which decoding never applies, and which the library at BEFORE_CODE
 # does not know (its export of the served model would refuse the field).
 DEMO_SIZE = ("small", dict(d_model=192, d_ff=768, num_layers=2, dropout=0.0, max_length=128))

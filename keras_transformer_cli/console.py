@@ -67,7 +67,7 @@ def start(verbose=False):
     unless `verbose` (see the module's docstring), Keras on TensorFlow unless KERAS_BACKEND says
     otherwise, and TensorFlow's pooling (BFC) allocator for host memory. The default allocator
     maps and unmaps every large tensor (a [B, T, vocab] logits tensor is ~100 MB), so each step
-    pays page faults on fresh memory, which the pool avoids (its gain: CHANGELOG.md, 2026-11-23);
+    pays page faults on fresh memory, which the pool avoids by reusing freed blocks;
     `TF_CPU_ALLOCATOR_USE_BFC=false` turns it off.
     Later calls do nothing."""
     global _started

@@ -2,6 +2,7 @@
 (and test only when marked), and the report is rewritten around hand-written text; a study
 continues where it stopped. On a tiny task instead of the Ding corpus."""
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -13,7 +14,7 @@ import sys
 import pytest
 from conftest import number_pairs, tiny_flags
 
-from benchmarks import quality
+from benchmarks import quality, quality_report, quality_runs, quality_train
 from keras_transformer.data import ding
 
 
@@ -33,6 +34,11 @@ def lever_rows(text):
     return [row for row in rows if row[0] not in ("change", "---")]
 
 
+def results(work_dir, minutes, recorded=()):
+    """The results that count for the runs of the study as declared now (`quality.STUDY`)."""
+    return quality_runs.results(quality.STUDY, work_dir, minutes, recorded)
+
+
 @pytest.fixture
 def tiny_study(tmp_path, monkeypatch):
     data = tmp_path / "numbers"
@@ -42,7 +48,7 @@ def tiny_study(tmp_path, monkeypatch):
             "".join(f"{de}\t{en}\n" for de, en in number_pairs(n, seed))
         )
     monkeypatch.setattr(
-        quality,
+        quality_runs,
         "DEMO_FLAGS",
         (
             *tiny_flags(data),
@@ -56,7 +62,7 @@ def tiny_study(tmp_path, monkeypatch):
             "0",
         ),
     )
-    monkeypatch.setattr(quality, "CHECKPOINT_EVERY", 10)
+    monkeypatch.setattr(quality_runs, "CHECKPOINT_EVERY", 10)
     runs = (
         quality.Run("plain", "baseline", decodings=((1, 0.0, 1), (2, 1.0, 3))),
         quality.Run(
@@ -77,8 +83,8 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
     tiny_study, tmp_path, monkeypatch, capsys
 ):
     (plain, confirm), work = tiny_study
-    quality.run_child(plain, work, minutes=5)
-    quality.run_child(confirm, work, minutes=quality.FULL_MINUTES)
+    quality_train.run_child(plain, work, minutes=5)
+    quality_train.run_child(confirm, work, minutes=quality_runs.FULL_MINUTES)
     first = json.loads((work / "plain" / "result.json").read_text())
     assert first["steps"] == 30 and first["minutes"] == 5 and first["flags"] == []
     assert (
@@ -111,20 +117,19 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
 
     report = tmp_path / "QUALITY.md"
     report.write_text(
-        f"# Study\n\nintro kept\n\n{quality.TABLE_START}\nold "
-        f"table\n{quality.TABLE_END}\n\nanalysis kept\n"
+        f"# Study\n\nintro kept\n\n{quality_report.TABLE_START}\nold "
+        f"table\n{quality_report.TABLE_END}\n\nanalysis kept\n"
     )
     # Records outside the study's runs stay in QUALITY.json across rewrites.
     report.with_suffix(".json").write_text(json.dumps([]))  # the file's first format: runs alone
     measured = {"name": "probe", "date": "d", "machine": "m", "command": "c", "what": "w"}
-    quality.write_report([], report)
+    quality_report.write_report([], report)
     extra = {**json.loads(report.with_suffix(".json").read_text()), "measurements": [measured]}
     report.with_suffix(".json").write_text(json.dumps(extra))
     # The lever table: the runs no row names get rows of their own (one a lever), so that every
-    # run is counted; a declared row gives its runs in its decoding against its base in the
-    # base's, and counts the runs it names first (among its runs, else its bases).
-    monkeypatch.setattr(quality, "LEVERS", ())
-    quality.write_report(quality.results(work, minutes=5), report)
+    # run is counted; a row of QUALITY.json's `levers` gives its runs in its decoding against its
+    # base in the base's, and counts the runs it names first (among its runs, else its bases).
+    quality_report.write_report(results(work, minutes=5), report)
     text = report.read_text()
     assert (
         text.startswith("# Study\n\nintro kept\n")
@@ -133,17 +138,19 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
     )
     written = json.loads(report.with_suffix(".json").read_text())
     assert written == {"runs": [first, second], "measurements": [measured]}
-    assert quality.recorded_results(report) == [first, second]
+    assert quality_report.recorded_results(report) == [first, second]
     rows = lever_rows(text)
     assert [row[0] for row in rows] == ["baseline", "confirm"]  # each run's lever
     assert sum(int(row[1]) for row in rows) == len(written["runs"])
     validation, test = second["scores"]
     top = max(s["bleu"] for s in first["scores"])
     assert rows[0] == ["baseline", "1", "30", "best", f"{top:.2f}", "-", "-", "-"]
-    lever = quality.Trial("dropout 0", ("confirm",), "chosen", ("plain",), (2, 1.0, 3, 1))
-    lever = quality.dataclasses.replace(lever, base_decoding=(2, 1.0, 3))
-    monkeypatch.setattr(quality, "LEVERS", (quality.Section("A", "text", (lever,)),))
-    quality.write_report([], report)
+    row = {"change": "dropout 0", "runs": ["confirm"], "decision": "chosen", "base": ["plain"]}
+    row |= {"decoding": [2, 1.0, 3, 1], "base_decoding": [2, 1.0, 3]}
+    levers = {"sections": [{"title": "A", "text": "text", "rows": [row]}]}
+    raw = json.loads(report.with_suffix(".json").read_text())
+    report.with_suffix(".json").write_text(json.dumps({**raw, "levers": levers}))
+    quality_report.write_report([], report)
     plain_then = next(s for s in first["scores"] if s["beam"] == 2)
     assert lever_rows(report.read_text()) == [
         [
@@ -162,7 +169,7 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
     with monkeypatch.context() as patch:
         patch.setattr(quality, "CHOSEN_FLAGS", confirm.flags)
         patch.setattr(quality, "CHOSEN_DECODING", (2, 1.0, 3, 1))
-        quality.write_report([], report)
+        quality_report.write_report([], report)
         tested = section_of(report.read_text(), "## The test split")
         assert f"| 1 | {second['date']} | {second['machine']} | 30 | " in tested
         assert f"| {test['bleu']:.2f} | {test['chrf']:.1f} | " in tested
@@ -170,39 +177,39 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
 
     # A result from another screening budget, or of a run trained otherwise since, does not
     # count: that run is done again. The report keeps the older result after the others.
-    assert [r["name"] for r in quality.results(work, minutes=4)] == ["confirm"]
+    assert [r["name"] for r in results(work, minutes=4)] == ["confirm"]
     with monkeypatch.context() as patch:
         patch.setattr(
             quality,
             "STUDY",
-            (plain, quality.dataclasses.replace(confirm, seed=2)),
+            (plain, dataclasses.replace(confirm, seed=2)),
         )
-        assert [r["name"] for r in quality.results(work, minutes=5)] == ["plain"]
-        quality.write_report(quality.results(work, minutes=5), report)
-        assert quality.recorded_results(report) == [first, second]
+        assert [r["name"] for r in results(work, minutes=5)] == ["plain"]
+        quality_report.write_report(results(work, minutes=5), report)
+        assert quality_report.recorded_results(report) == [first, second]
     # Decodings added since do not train it again: they are what it still lacks.
-    more = quality.dataclasses.replace(confirm, decodings=((2, 1.0, 3, 1), (1, 0.0, 2)))
+    more = dataclasses.replace(confirm, decodings=((2, 1.0, 3, 1), (1, 0.0, 2)))
     with monkeypatch.context() as patch:
         patch.setattr(quality, "STUDY", (plain, more))
-        assert quality.results(work, minutes=5) == [first, second]
+        assert results(work, minutes=5) == [first, second]
         assert more.missing(second) == [(None, "validation", (1, 0.0, 2))]
         assert confirm.missing(second) == []
         # Scored, it takes the tokenizer its run.json names, though the key has changed since
         # (as a new Ding parser changes it).
         patch.setattr(quality.Run, "tokenizer_key", lambda run: "renamed")
-        quality.run_child(more, work, minutes=more.minutes(5), score_only=True)
+        quality_train.run_child(more, work, minutes=more.minutes(5), score_only=True)
         assert more.missing(json.loads((work / "confirm" / "result.json").read_text())) == []
     # Nor does a result of an earlier version of the study (the code it measured has changed).
     with monkeypatch.context() as patch:
-        patch.setattr(quality, "STUDY_VERSION", quality.STUDY_VERSION + 1)
-        assert quality.results(work, minutes=5) == []
+        patch.setattr(quality_runs, "STUDY_VERSION", quality_runs.STUDY_VERSION + 1)
+        assert results(work, minutes=5) == []
     # In a fresh checkout (no run directories) the report's raw results say what is done.
-    recorded = quality.recorded_results(report)
-    assert quality.results(tmp_path / "fresh", minutes=5, recorded=recorded) == [first, second]
+    recorded = quality_report.recorded_results(report)
+    assert results(tmp_path / "fresh", minutes=5, recorded=recorded) == [first, second]
 
     # A finished run chosen later to confirm the settings gets its test score, in the chosen
     # decoding, without training again; --list says it waits for it.
-    chosen = quality.dataclasses.replace(plain, test=(2, 1.0, 3))
+    chosen = dataclasses.replace(plain, test=(2, 1.0, 3))
     assert chosen.missing(first) == [(None, "test", (2, 1.0, 3))]
     trained = sorted((work / "plain" / "checkpoints").iterdir())
     with monkeypatch.context() as patch:
@@ -210,7 +217,7 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
         capsys.readouterr()  # the training's output so far
         quality.main(["--list", "--work-dir", str(work), "--minutes", "5"])
         assert capsys.readouterr().out.splitlines()[0].startswith("score plain ")
-    quality.run_child(chosen, work, minutes=5, score_only=True)
+    quality_train.run_child(chosen, work, minutes=5, score_only=True)
     tested = json.loads((work / "plain" / "result.json").read_text())
     assert (
         tested == {**first, "scores": tested["scores"]} and tested["scores"][:2] == first["scores"]
@@ -227,11 +234,9 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
     end = trained[-1].stat().st_mtime
     for before, path in zip((270, 250, 0), trained, strict=True):
         os.utime(path, (end - before,) * 2)
-    curved = quality.dataclasses.replace(
-        chosen, budget=5, curve=(1,), curve_decodings=((1, 0.0, 3),)
-    )
+    curved = dataclasses.replace(chosen, budget=5, curve=(1,), curve_decodings=((1, 0.0, 3),))
     assert curved.missing(tested) == [(1, "validation", (1, 0.0, 3)), (1, "test", (2, 1.0, 3))]
-    quality.run_child(curved, work, minutes=5, score_only=True)
+    quality_train.run_child(curved, work, minutes=5, score_only=True)
     pointed = json.loads((work / "plain" / "result.json").read_text())
     assert pointed["scores"] == tested["scores"] and curved.missing(pointed) == []
     [point] = pointed["prefixes"]
@@ -243,8 +248,8 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
     assert (work / "plain" / "translations.test.beam2-alpha1.0-avg2-at-1min.txt").is_file()
     monkeypatch.setattr(quality, "CURVE_RUNS", ("plain",))
     monkeypatch.setattr(quality, "CURVE_DECODINGS", ((1, 0.0, 3), (2, 1.0, 3)))
-    quality.write_report([pointed], report)  # replaces the recorded `first`, keeps `second`
-    assert quality.recorded_results(report) == [pointed, second]
+    quality_report.write_report([pointed], report)  # replaces the recorded `first`, keeps `second`
+    assert quality_report.recorded_results(report) == [pointed, second]
     # The curve: the point, then the whole run, in each decoding (one the point lacks).
     curve = section_of(report.read_text(), "## The learning curve")
     [at_1, whole] = [line for line in curve.splitlines() if line.startswith("| the curve")]
@@ -259,9 +264,9 @@ def test_runs_score_validation_and_only_marked_runs_score_test(
         f"{tested_whole['bleu']:.2f} (2/1/3*) |"
     )
     # A minute before the first checkpoint has nothing to score; a curve needs a budget.
-    early = quality.dataclasses.replace(curved, curve=(0.1,))
+    early = dataclasses.replace(curved, curve=(0.1,))
     with pytest.raises(ValueError, match="plain: no checkpoint was written in its first 0.1 min"):
-        quality.run_child(early, work, minutes=5, score_only=True)
+        quality_train.run_child(early, work, minutes=5, score_only=True)
     with pytest.raises(ValueError, match="a curve needs a budget beyond its last minute"):
         quality.Run("x", "y", curve=(14,), budget=14)
 
@@ -270,7 +275,7 @@ def test_report_without_markers_is_refused(tmp_path):
     report = tmp_path / "QUALITY.md"
     report.write_text("# hand-written, no markers\n")
     with pytest.raises(ValueError, match="lacks the table markers"):
-        quality.write_report([], report)
+        quality_report.write_report([], report)
 
 
 def test_list_and_help(tiny_study, capsys):
@@ -318,17 +323,17 @@ def test_make_demo_trains_and_decodes_as_the_study_chose():
         and quality.CHOSEN_DECODING in decoded_at_the_demos_budget(run)
     }
     assert confirmed >= {0, 1}
-    chosen_decoding = quality.decoding_settings(quality.CHOSEN_DECODING)
+    chosen_decoding = quality_runs.decoding_settings(quality.CHOSEN_DECODING)
     tested = {  # and the study's recorded results hold those test scores
         result["seed"]
-        for whole in quality.recorded_results(
+        for whole in quality_report.recorded_results(
             pathlib.Path(quality.__file__).with_name("QUALITY.md")
         )
-        for result in (whole, *quality.curve_points(whole))
+        for result in (whole, *quality_report.curve_points(whole))
         if tuple(result["flags"]) == chosen.flags
         and result["minutes"] == quality.FULL_MINUTES
         and any(
-            s["split"] == "test" and quality.decoding_key(s) == chosen_decoding
+            s["split"] == "test" and quality_runs.decoding_key(s) == chosen_decoding
             for s in result["scores"]
         )
     }
@@ -338,7 +343,7 @@ def test_make_demo_trains_and_decodes_as_the_study_chose():
         args = vars(train.build_parser().parse_args([*flags, "--run-dir", "run"]))
         return {**args, "overrides": parse_overrides(args["overrides"])}
 
-    beam, alpha, averaged, min_length = quality.decoding_settings(quality.CHOSEN_DECODING)
+    beam, alpha, averaged, min_length = quality_runs.decoding_settings(quality.CHOSEN_DECODING)
     study = parsed(chosen.training_flags(quality.FULL_MINUTES))
     assert parsed([*demo, "--max-minutes", str(quality.FULL_MINUTES)]) == {
         **study,
@@ -353,13 +358,15 @@ def test_every_recorded_run_is_scored_as_the_study_defines_it(tmp_path):
     """A fresh checkout continues the study from QUALITY.json without the runs' checkpoints: a
     recorded run lacking a decoding its definition asks for would send `make quality` to score
     checkpoints that are not there (and fail), so every one is complete."""
-    recorded = quality.recorded_results(pathlib.Path(quality.__file__).with_name("QUALITY.md"))
+    recorded = quality_report.recorded_results(
+        pathlib.Path(quality.__file__).with_name("QUALITY.md")
+    )
     missing = {
         run.name: run.missing(result)
         for run in quality.STUDY
-        if (result := quality.result_of(run, tmp_path, quality.SCREEN_MINUTES, recorded))
+        if (result := quality_runs.result_of(run, tmp_path, quality.SCREEN_MINUTES, recorded))
     }
-    current = [r for r in recorded if r["definition"].get("version") == quality.STUDY_VERSION]
+    current = [r for r in recorded if r["definition"].get("version") == quality_runs.STUDY_VERSION]
     assert len(missing) == len(current) >= 70  # each recorded run of this version is defined
     assert missing == {name: [] for name in missing}
 
@@ -411,7 +418,7 @@ def test_the_report_is_written_from_quality_json(tmp_path):
     lines = text.splitlines()
     assert len(lines) <= MAX_REPORT_LINES, f"QUALITY.md has {len(lines)} lines"
     assert [n for n, line in enumerate(lines, 1) if len(line) > 100] == []
-    data = quality.recorded(REPORT)
+    data = quality_report.recorded(REPORT)
     rows = lever_rows(text)
     assert sum(int(row[1]) for row in rows) == len(data["runs"]) >= 70
     assert "Runs no row above names" not in text
@@ -422,17 +429,17 @@ def test_the_report_is_written_from_quality_json(tmp_path):
 def test_every_lever_row_names_scored_runs():
     """Each name in the lever table is a recorded run, curve point or measurement, scored on
     validation in the row's decoding (its base in the base's): no cell reads "-" for a typo."""
-    named = quality.entries(quality.recorded(REPORT))
+    named = quality_report.entries(quality_report.recorded(REPORT))
     missing = [
         (trial.change, name)
-        for section in quality.LEVERS
+        for section in quality_report.lever_sections(quality_report.recorded(REPORT))
         for trial in section.trials
         for names, decoding in (
             (trial.runs, trial.decoding),
             (trial.base, trial.base_decoding or trial.decoding),
         )
         for name in names
-        if quality.scored_in(quality.entry(name, named), decoding) is None
+        if quality_report.scored_in(quality_report.entry(name, named), decoding) is None
     ]
     assert missing == []
 
@@ -453,13 +460,30 @@ def test_the_report_states_the_chosen_settings_and_their_test_split():
     parser = train.build_parser()
     assert vars(parser.parse_args(words[3:])) == vars(parser.parse_args(demo))
 
-    runs = quality.chosen_runs(quality.recorded_results(REPORT))
+    runs = quality_report.chosen_runs(quality_report.recorded_results(REPORT))
     tested = section_of(text, "## The test split")
     assert {r["seed"] for r in runs} >= {0, 1}
     for run in runs:
-        assert quality.short(run["name"], quality.SMOOTHED_RUN) in chosen
-        test = quality.scored_in(run, quality.CHOSEN_DECODING, "test")
+        assert quality_report.short(run["name"], quality.SMOOTHED_RUN) in chosen
+        test = quality_report.scored_in(run, quality.CHOSEN_DECODING, "test")
         assert f"| {run['seed']} | {run['date']} | " in tested
         assert f"| {test['bleu']:.2f} | {test['chrf']:.1f} | {test['brevity_penalty']:.3f} |" in (
             tested
         )
+
+
+def test_the_study_code_keeps_no_history():
+    """The study's modules declare runs and write the report; dates, results and the reasoning
+    behind each choice live in QUALITY.json, which keeps every declaration's old comments."""
+    sources = sorted(pathlib.Path(quality.__file__).parent.glob("quality*.py"))
+    dated = [
+        f"{path.name}:{n}"
+        for path in sources
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"20\d\d-[01]\d-[0-3]\d", line)
+    ]
+    assert dated == []
+    assert len(pathlib.Path(quality.__file__).read_text().splitlines()) < 500
+    notes = quality_report.recorded(REPORT)["declarations_as_written"]
+    declared = {run.name for run in quality.STUDY}
+    assert {name for note in notes for name in note.get("runs", ())} <= declared
