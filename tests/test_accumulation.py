@@ -160,6 +160,7 @@ def run_script(script, env=None):
     return json.loads(lines[0][len("RESULT ") :])
 
 
+@pytest.mark.slow
 def test_accumulated_and_mirrored_updates_equal_one_step_on_the_whole_batch():
     """(a) 2 accumulated micro-batches, (b) MirroredStrategy over two CPUs, (c) both: the same
     weights after three updates as one step per whole batch, within 1e-5, and the same logged
@@ -174,6 +175,7 @@ def test_accumulated_and_mirrored_updates_equal_one_step_on_the_whole_batch():
     assert result["both_unweighted"]["difference"] > 1e-3, result
 
 
+@pytest.mark.slow
 def test_accumulation_under_jax_equals_one_step_on_the_whole_batch():
     """JAX's training step (a lax.scan over micro-batches), on batches of 6 pairs in 4
     micro-batches (rows that do not divide): the same update as the whole batch; without token
@@ -185,6 +187,7 @@ def test_accumulation_under_jax_equals_one_step_on_the_whole_batch():
     assert result["unweighted"] < 1e-5, result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("steps", [4, 8])
 def test_rows_that_do_not_divide_are_padded_with_empty_rows(steps):
     """Batches of 6 pairs in 4 micro-batches (rows 0 and 4, 1 and 5, 2, 3) or 8 (one row each,
@@ -242,6 +245,7 @@ def test_token_weights_sum_and_other_weights_keep_their_keras_meaning():
     assert float(kept) == pytest.approx(float(sentence) * 2 / 3, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_a_saved_model_is_compiled_again_with_its_accumulation(tmp_path):
     """Keras compiles a loaded model from its compile config, accumulate_steps included, and
     restores the optimizer's state."""

@@ -41,6 +41,7 @@ def run_child(backend, *args):
     return np.load(f"{args[1]}.{args[0]}.{backend}.npz")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", TORCH])
 def test_the_model_trains_without_tensorflow(backend, tmp_path):
     trained = run_child(backend, "train", tmp_path / "model.keras", 64, 8, "--block-tensorflow")
@@ -71,6 +72,7 @@ def assert_same_weights(saved, loaded):
         np.testing.assert_array_equal(loaded[name], saved[name], err_msg=name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "saved_under, loaded_under",
     [("jax", "tensorflow"), ("tensorflow", "jax"), (TORCH.values[0], "tensorflow")],
@@ -89,6 +91,7 @@ def test_a_saved_model_moves_between_backends_with_identical_logits(
     np.testing.assert_allclose(loaded["logits"], saved["logits"], atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow
 def test_weights_trained_under_jax_are_translated_and_exported_by_tensorflow(tokenizer, tmp_path):
     path = tmp_path / "model.keras"
     trained = run_child("jax", "train", path, tokenizer.vocab_size, 8)

@@ -114,6 +114,7 @@ def test_bucket_boundaries_cover_max_length():
     assert all(b2 / b1 <= 1.15 for b1, b2 in zip(bounds[:-2], bounds[1:-1]) if b1 >= 10)
 
 
+@pytest.mark.slow
 def test_model_fits_on_the_batches(pairs, tokenizer):
     config = kt.TransformerConfig.preset("tiny", vocab_size=tokenizer.vocab_size)
     model = kt.build_transformer(config)

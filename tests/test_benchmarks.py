@@ -33,6 +33,7 @@ def assert_report(text):
             assert line.endswith("."), line
 
 
+@pytest.mark.slow
 def test_benchmark_runs_on_a_tiny_setting(tmp_path):
     """Every part on the tiny setting; the served path's "SavedModel before" is the model
     exported by the committed library (git archive HEAD, a fresh process run from it)."""
@@ -166,6 +167,7 @@ def test_report_adds_an_earlier_runs_figures(tmp_path, monkeypatch):
     assert f"Before: the same rows in `{earlier}` (run 2026-11-24," in text
 
 
+@pytest.mark.slow
 def test_training_benchmark_runs_with_xla_and_bfloat16():
     """The GPU setting's training path (XLA, mixed_bfloat16), on the tiny preset and the CPU."""
     import keras
@@ -179,6 +181,7 @@ def test_training_benchmark_runs_with_xla_and_bfloat16():
     assert all(row["tokens_per_second"] > 0 for row in rows.values())
 
 
+@pytest.mark.slow
 def test_the_loss_step_probe_trains_the_same_both_ways():
     """The TensorFlow loss whose gradient is written out, and the token accuracy by a max, train
     and count as the formula differentiated by TensorFlow with an argmax accuracy do (the

@@ -247,6 +247,7 @@ def test_data_of_another_tokenizer_than_the_runs_is_refused(data, text_data, tmp
     assert {p: p.read_bytes() for p in out.iterdir()} == before
 
 
+@pytest.mark.slow
 def test_steps_per_execution_act_at_its_multiples_and_a_resume_must_agree(data, tmp_path, capsys):
     """TensorFlow, in this process: with 4 steps per execution the checkpoints, the summaries
     and the backup fall at steps 4, 8, ...; a resume whose --steps-per-execution does not
@@ -273,6 +274,7 @@ def test_steps_per_execution_act_at_its_multiples_and_a_resume_must_agree(data, 
     assert json.loads((out / "run.json").read_text())["steps"] == 12
 
 
+@pytest.mark.slow
 def test_a_jax_run_without_tensorflow_trains_resumes_and_tensorflow_scores_it(
     data, tensorflow_free, tmp_path
 ):
@@ -340,6 +342,7 @@ print(json.dumps({"devices": devices, "loss": [float(loss_1), float(loss_2)],
 """
 
 
+@pytest.mark.slow
 def test_data_parallel_over_two_devices_makes_the_update_of_one(data):
     """One SGD step (learning rate 1: the update is the gradient) on the same global batch. Two
     devices each take half the rows and all-reduce their gradients: a sum in another order, so
@@ -368,6 +371,7 @@ def test_a_tf_distribute_strategy_under_jax_is_refused(monkeypatch):
         runtime.create_strategy("auto")
 
 
+@pytest.mark.slow
 def test_the_gpu_benchmark_runs_without_tensorflow_at_a_tiny_size(data, tmp_path):
     """`python -m benchmarks.gpu --quick` on a CPU, tensorflow unimportable in it and in the
     processes it starts: every part measured, GPU.md and GPU.json written, and the demo run's

@@ -186,6 +186,7 @@ def saved_number_model(number_translator, tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_evaluate_bleu_and_chrf_equal_sacrebleu_on_the_files(saved_number_model, capsys):
     root = saved_number_model
     evaluate.main(
@@ -245,6 +246,7 @@ def test_evaluate_bleu_and_chrf_equal_sacrebleu_on_the_files(saved_number_model,
     assert str(expected) in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "arguments, message",
     [
@@ -290,6 +292,7 @@ def test_evaluate_bad_input(saved_number_model, capsys, arguments, message):
     assert re.search(message, capsys.readouterr().err)
 
 
+@pytest.mark.slow
 def test_evaluate_samples_a_monolingual_file_reproducibly(saved_number_model, capsys):
     """Back-translation: --source without --reference, sampled; a seed repeats its draws."""
     root = saved_number_model

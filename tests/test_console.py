@@ -96,6 +96,7 @@ def test_every_program_is_installed_as_a_command():
     assert refused.stderr.startswith("usage: kt-train") and "--steps" in refused.stderr
 
 
+@pytest.mark.slow
 def test_programs_hide_tensorflow_log_lines(trained, tmp_path):
     train_stderr, export = trained
     translate = run_command("kt-translate", "--model", export, "eins zwei", cwd=tmp_path)
@@ -114,6 +115,7 @@ def test_programs_hide_tensorflow_log_lines(trained, tmp_path):
         assert not TENSORFLOW_LOG_LINE.search(stderr), stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_verbose_or_the_environment_brings_them_back(trained):
     _, export = trained
     # --verbose wins over a level inherited from a parent (one that imported the training package)

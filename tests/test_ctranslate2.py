@@ -77,6 +77,7 @@ def converted_numbers(number_translator, tmp_path_factory):
     return model_path, convert(model, directory / "tokenizer.model", directory / "float32")
 
 
+@pytest.mark.slow
 def test_greedy_and_beam_translations_equal_ours(number_translator, converted_numbers):
     """On a trained model, in float32: CTranslate2's greedy ids are `greedy_search`'s, and its
     best beam-4 hypothesis under GNMT's penalty is `beam_search`'s, whose score CTranslate2's
@@ -103,6 +104,7 @@ def test_greedy_and_beam_translations_equal_ours(number_translator, converted_nu
         assert exact == pytest.approx(float(scores[i, 0]), rel=1e-5), sources[i]
 
 
+@pytest.mark.slow
 def test_prefixed_translations_and_scores_agree_with_ours(number_translator, converted_numbers):
     """With target prefixes, CTranslate2 (float32) finds our Translator's translations (the graph
     the SavedModel exports) with their scores (the prefix's log-probabilities counted in both),
@@ -154,6 +156,7 @@ def run(*args):
     return run_python("-m", *args, env={"TF_CPP_MIN_LOG_LEVEL": "3"})
 
 
+@pytest.mark.slow
 def test_load_translator_opens_a_ctranslate2_folder(number_translator, converted_numbers):
     """`kt.load_translator` on a CTranslate2 folder: §6.1's beam search (4, alpha 0.6), whose
     best is our translation; its n best ranked under GNMT's penalty, best first; more than the
@@ -183,6 +186,7 @@ def test_load_translator_opens_a_ctranslate2_folder(number_translator, converted
     assert [t.text for t in greedy.translate(sources)] == targets
 
 
+@pytest.mark.slow
 def test_programs_convert_to_int8_and_translate(number_translator, converted_numbers, tmp_path):
     """`serving.ctranslate2` writes an int8 model from a .keras file (its tokenizer found beside
     it); `training.evaluate` scores it and `serving.translate` (which finds model.bin) translates
@@ -266,6 +270,7 @@ def three_engines(number_translator, converted_numbers, tmp_path_factory):
 LONG = " ".join(["eins zwei drei vier fünf"] * 10)  # 50 words: beyond the model's 32 positions
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["keras", "saved_model", "ctranslate2"])
 def test_inputs_longer_than_the_model_holds_are_refused_in_every_engine(
     three_engines, kind, tmp_path, capsys
@@ -305,6 +310,7 @@ def test_inputs_longer_than_the_model_holds_are_refused_in_every_engine(
     assert capsys.readouterr().out.startswith(prefix)  # whole, beyond the source's length + 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["keras", "saved_model", "ctranslate2"])
 def test_evaluation_translates_long_sources_cut_and_says_which(three_engines, kind, tmp_path):
     """A test set's score covers every reference: training.evaluate translates a source

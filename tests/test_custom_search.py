@@ -45,6 +45,7 @@ class NoRepeat(Search):
         return h.tokens[:, None], h.scores[:, None]
 
 
+@pytest.mark.slow
 def test_a_search_of_ones_own_translates_and_exports(number_translator, tmp_path):
     """No translation repeats a piece; those whose reference repeats none are the reference;
     the export translates as the translator does, with the same scores."""

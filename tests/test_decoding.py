@@ -28,6 +28,7 @@ def strip(ids):
     return ids[: ids.index(EOS) + 1] if EOS in ids else [t for t in ids if t]
 
 
+@pytest.mark.slow
 def test_cached_greedy_equals_uncached(number_translator):
     model, tokenizer, pairs = number_translator
     source = source_batch(tokenizer, [de for de, _ in pairs[:8]])
@@ -42,12 +43,14 @@ def test_cached_greedy_equals_uncached(number_translator):
     )
 
 
+@pytest.mark.slow
 def test_greedy_translates_the_task(number_translator):
     model, tokenizer, pairs = number_translator
     ids = kt.greedy_search(model, source_batch(tokenizer, [de for de, _ in pairs]))
     assert [t.decode() for t in tokenizer.detokenize(ids).numpy()] == [en for _, en in pairs]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_beam_size_one_is_greedy(number_translator, alpha):
     model, tokenizer, pairs = number_translator
@@ -62,6 +65,7 @@ def test_beam_size_one_is_greedy(number_translator, alpha):
     )
 
 
+@pytest.mark.slow
 def test_beam_scores_are_the_models_log_probability_over_the_penalty(number_translator):
     """kt.score (forced decoding, the whole target at once) gives every hypothesis of the n-best
     list the score beam search (step by step, with the cache) reported for it."""
@@ -79,6 +83,7 @@ def test_beam_scores_are_the_models_log_probability_over_the_penalty(number_tran
     np.testing.assert_allclose(sums.numpy(), tokens.numpy().sum(axis=1), rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_score_is_padding_invariant(number_translator):
     """A pair scores the same alone and in a padded batch; without alpha, two outputs."""
     model, tokenizer, pairs = number_translator
@@ -95,6 +100,7 @@ def strip_batch(ids):
     return ids[:, : max(len(strip(row)) for row in ids)]
 
 
+@pytest.mark.slow
 def test_padding_in_the_batch_does_not_change_a_translation(number_translator):
     model, tokenizer, pairs = number_translator
     alone = kt.beam_search(model, source_batch(tokenizer, [pairs[0][0]]))[0].numpy()[0, 0]
@@ -103,6 +109,7 @@ def test_padding_in_the_batch_does_not_change_a_translation(number_translator):
     assert strip(alone) == strip(together)
 
 
+@pytest.mark.slow
 def test_target_prefix_starts_every_output_and_counts_in_the_score(number_translator):
     """Greedy search, beam search (every hypothesis) and sampling start with each sentence's
     prefix and go on; a prefix of zeros changes nothing; greedy search given the start of its
@@ -253,6 +260,7 @@ def test_output_is_bounded_by_source_length_plus_extra():
     assert kt.beam_search(model, source, extra_length=4)[0].shape[-1] == 9
 
 
+@pytest.mark.slow
 def test_decoding_compiles_with_xla(number_translator):
     model, tokenizer, pairs = number_translator
     source = source_batch(tokenizer, [de for de, _ in pairs[:4]])

@@ -388,6 +388,7 @@ def test_prepare_stores_a_tfds_dataset_once(ding_file, tmp_path):
         ding.load("dev", dataset_dir)
 
 
+@pytest.mark.slow
 def test_command_line(ding_file, tmp_path):
     help_text = subprocess.run(
         [sys.executable, "-m", "training.prepare_ding", "--help"],

@@ -60,6 +60,7 @@ def run_with_two_cpus(script, *args):
     return json.loads(lines[0][len("RESULT ") :])
 
 
+@pytest.mark.slow
 def test_fit_and_evaluate_under_mirrored_strategy():
     result = run_with_two_cpus(SCRIPT)
     assert result["replicas"] == 2
@@ -101,6 +102,7 @@ PIPELINE_SCRIPT = textwrap.dedent(
 
 # Without batch_size_multiple these budgets and seeds give a first batch of 31 pairs, which
 # Keras cannot split evenly over two replicas when it builds the model.
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_bucketed_batches_train_under_mirrored_strategy(tokenizer, tmp_path, seed):
     model_file = tokenizer.save(tmp_path / "shared.model")

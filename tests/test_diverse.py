@@ -17,6 +17,7 @@ from keras_transformer.decoding.constraints import prepare
 from keras_transformer.exports import read_search_settings
 
 
+@pytest.mark.slow
 def test_one_group_is_beam_search_exactly(number_translator):
     """One group has no group before it: its penalty never applies, whatever lambda."""
     trained, tokenizer, pairs = number_translator
@@ -57,6 +58,7 @@ def test_sentences_leave_the_batch_without_changing_the_groups_results():
     np.testing.assert_allclose(scores, static_scores, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_nbest_are_valid_and_scored_as_forced_decoding_scores_them(number_translator):
     """Two groups without a penalty are the same beam search twice; with a strong one the
     second group finds other hypotheses, and each scores log P / lp as kt.score has it. A
@@ -82,6 +84,7 @@ def test_nbest_are_valid_and_scored_as_forced_decoding_scores_them(number_transl
     assert [len({tuple(strip(h)) for h in row}) for row in ids] == [4, 4, 4]
 
 
+@pytest.mark.slow
 def test_settings_are_checked(number_translator):
     for settings in (dict(groups=3), dict(groups=0), dict(diversity=-1.0), dict(diversity=1e999)):
         with pytest.raises(ValueError, match="diverse beam search needs groups >= 1 dividing"):
@@ -97,6 +100,7 @@ def test_settings_are_checked(number_translator):
         kt.Translator(model, tokenizer, search=kt.DiverseBeam(), sampling=kt.Sampling())
 
 
+@pytest.mark.slow
 def test_the_export_program_serves_it_and_refuses_groups_that_do_not_divide_the_beam(
     number_translator, tmp_path, capsys
 ):

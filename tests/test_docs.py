@@ -135,6 +135,7 @@ def test_every_page_with_a_runnable_example_has_a_check():
     assert runnable == set(CHECKS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", sorted(CHECKS))
 def test_examples_run(page, tmp_path, monkeypatch, request):
     path = ROOT / page

@@ -42,6 +42,7 @@ WITHOUT_PACKAGE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_translates_exactly_from_a_fresh_process(exported, tmp_path):
     version_dir, pairs = exported
     assert version_dir.name == "1"
@@ -68,6 +69,7 @@ def test_translates_exactly_from_a_fresh_process(exported, tmp_path):
     assert prefixed.startswith(other_start + " ") and prefixed.strip() != pairs[0][1]
 
 
+@pytest.mark.slow
 def test_load_translator_opens_an_export_in_one_call(exported, number_translator, tmp_path):
     """`kt.load_translator` on the base directory (its highest version): each sentence's best
     translation, its n best (best first, the first being the best), and forced decoding of the
@@ -113,6 +115,7 @@ def test_load_translator_opens_an_export_in_one_call(exported, number_translator
     assert [t.text for t in from_keras] == targets
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cut", ["variables.data-00000-of-00001", "variables.index"])
 def test_a_cut_saved_model_is_named(exported, tmp_path, capsys, cut):
     """A SavedModel whose variables file is cut: the programs that read it say which export and
@@ -138,6 +141,7 @@ def test_a_cut_saved_model_is_named(exported, tmp_path, capsys, cut):
         assert "if a file of it is cut or damaged, copy or export it again" in err
 
 
+@pytest.mark.slow
 def test_translate_program_prints_the_n_best(exported, capsys):
     """`--n-best N`: N lines per sentence, INDEX<TAB>SCORE<TAB>TRANSLATION, best first; more than
     the export keeps is refused naming the flag, none is a usage error."""
@@ -161,6 +165,7 @@ def test_translate_program_prints_the_n_best(exported, capsys):
     assert "argument --n-best: expected an integer of at least 1, got 0" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_score_program(exported, tmp_path):
     """serving.score writes one score per line of --target (the SavedModel's score signature),
     with token scores (--normalized: test_serving's command line); a --target out of line with
@@ -222,6 +227,7 @@ OP_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_graph_uses_only_core_and_tensorflow_text_ops(exported):
     version_dir, _ = exported
     ops = json.loads(run_python("-c", OP_SCRIPT, str(version_dir)).splitlines()[-1])
@@ -260,6 +266,7 @@ SIGNATURES = {  # name: (inputs, outputs)
 }
 
 
+@pytest.mark.slow
 def test_signature_outputs_are_dense_with_a_batch_dimension(exported):
     from tensorflow.core.protobuf import saved_model_pb2
 
@@ -279,6 +286,7 @@ def test_signature_outputs_are_dense_with_a_batch_dimension(exported):
             assert dims and dims[0] == -1, (name, dims)
 
 
+@pytest.mark.slow
 def test_saved_model_cli_runs_the_signature(exported):
     version_dir, _ = exported
     out = run_python(
@@ -298,6 +306,7 @@ def test_saved_model_cli_runs_the_signature(exported):
     assert "three one four" in out
 
 
+@pytest.mark.slow
 def test_warmup_records_are_prediction_logs_the_model_answers(exported):
     from tensorflow_serving.apis import prediction_log_pb2
 
@@ -320,6 +329,7 @@ def test_warmup_records_are_prediction_logs_the_model_answers(exported):
         assert outputs["translation"].shape[0] == len(inputs["sentences"])
 
 
+@pytest.mark.slow
 def test_bad_input_never_errors_and_stays_bounded(exported, number_translator):
     version_dir, _ = exported
     translate = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
@@ -342,6 +352,7 @@ def test_bad_input_never_errors_and_stays_bounded(exported, number_translator):
         text.decode("utf-8")  # always valid UTF-8
 
 
+@pytest.mark.slow
 def test_long_sources_are_truncated_and_outputs_bounded(number_translator):
     model, tokenizer, _ = number_translator
     translator = kt.Translator(model, tokenizer, beam_size=2, extra_length=3, max_source_length=8)
@@ -360,6 +371,7 @@ def test_long_sources_are_truncated_and_outputs_bounded(number_translator):
         kt.Translator(model, tokenizer, max_source_length=64)
 
 
+@pytest.mark.slow
 def test_export_is_atomic_and_never_overwrites(number_translator, tmp_path, monkeypatch):
     model, tokenizer, _ = number_translator
     translator = kt.Translator(model, tokenizer, beam_size=1)
@@ -388,6 +400,7 @@ def test_export_is_atomic_and_never_overwrites(number_translator, tmp_path, monk
     assert not (tmp_path / "new").exists()  # a failed export leaves nothing it made
 
 
+@pytest.mark.slow
 def test_export_program(number_translator, tmp_path):
     model, tokenizer, pairs = number_translator
     model.save(tmp_path / "model.keras")
@@ -419,6 +432,7 @@ def test_export_program(number_translator, tmp_path):
     assert "already exists" in again.stderr
 
 
+@pytest.mark.slow
 def test_translator_refuses_a_mismatched_tokenizer(number_translator):
     model = kt.build_transformer(kt.TransformerConfig.preset("tiny", vocab_size=1000))
     with pytest.raises(
@@ -427,6 +441,7 @@ def test_translator_refuses_a_mismatched_tokenizer(number_translator):
         kt.Translator(model, number_translator[1])
 
 
+@pytest.mark.slow
 def test_attention_of_a_translation(number_translator):
     """Translator.attention: one row per output piece (eos included), one column per source
     piece (eos included), each row a distribution, for the translation the model gives."""
@@ -446,6 +461,7 @@ def test_attention_of_a_translation(number_translator):
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_nbest_and_alignment_outputs(exported, number_translator):
     model, tokenizer, _ = number_translator
     version_dir, pairs = exported
@@ -478,6 +494,7 @@ def test_nbest_and_alignment_outputs(exported, number_translator):
     np.testing.assert_allclose(alignment[real_rows], weights.mean(axis=1)[real_rows], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_translator_lists_fewer_hypotheses_when_asked(number_translator):
     model, tokenizer, pairs = number_translator
     out = kt.Translator(model, tokenizer, beam_size=4, nbest=2).translate(
@@ -489,6 +506,7 @@ def test_translator_lists_fewer_hypotheses_when_asked(number_translator):
         kt.Translator(model, tokenizer, beam_size=4, nbest=5)
 
 
+@pytest.mark.slow
 def test_xla_translator_translates_as_the_exported_one(number_translator, tmp_path):
     """jit_compile (for translating in Python) pads the source to a multiple of 16 for XLA and
     cuts the outputs back: the same translations, scores and token shapes, and no export."""
@@ -505,6 +523,7 @@ def test_xla_translator_translates_as_the_exported_one(number_translator, tmp_pa
         xla_translator.save(tmp_path / "xla")
 
 
+@pytest.mark.slow
 def test_prefix_and_score_signatures_answer_as_the_library(exported, number_translator):
     """`translate` with empty prefixes answers as `serving_default`; a prefix starts the
     translation, as kt.beam_search with its ids does; `score` gives forced decoding's scores
@@ -543,6 +562,7 @@ def test_prefix_and_score_signatures_answer_as_the_library(exported, number_tran
     np.testing.assert_allclose(scored["log_prob"], sums, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_an_export_without_the_new_signatures_says_to_export_again(exported):
     """An export whose `translate` takes sentences alone (before target prefixes) and has no
     `score` signature: a prefix or a score is refused, naming what to do; plain translation
@@ -562,6 +582,7 @@ def test_an_export_without_the_new_signatures_says_to_export_again(exported):
         engine.score([pairs[0][0]], [pairs[0][1]])
 
 
+@pytest.mark.slow
 def test_a_saved_model_refuses_a_search_it_was_not_exported_with(exported, tmp_path, capsys):
     """The search is part of the exported graph (beam 4, alpha 0.6 here): a program asked for
     another refuses, naming the flag and how to export one; the export's own settings, or none

@@ -81,6 +81,7 @@ def validation_loss(model, trainer):
     return validation_loss(model, make_batches(Corpus(pairs).dataset(), trainer.tokenizer, 512, 32))
 
 
+@pytest.mark.slow
 def test_fine_tuned_model_beats_the_start_and_a_fresh_model_on_new_data(
     task_a_model, number_translator, tmp_path
 ):
@@ -119,6 +120,7 @@ def scripted_figure(trainer, model):
     return SCRIPT[current_step(model)] if model.optimizer else 9.0
 
 
+@pytest.mark.slow
 def test_best_kept_apart_exported_early_stop_and_resume(
     task_a_model, tmp_path, capsys, monkeypatch
 ):
@@ -211,6 +213,7 @@ def test_a_long_average_is_described_by_its_range():
     assert average_description(steps) == "the average of the 40 checkpoints of steps 2900 to 3874"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "extra, message",
     [

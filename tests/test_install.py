@@ -5,11 +5,13 @@ checkout. (The TensorFlow-free install trains in test_binarized.py.)"""
 import sysconfig
 import zipfile
 
+import pytest
 from conftest import new_venv, pip, run_python
 
 OWN_NAMES = {"keras_transformer", "keras_transformer_cli"}
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_the_project_names_only(wheel):
     archive = zipfile.ZipFile(wheel)
     top = {name.split("/")[0] for name in archive.namelist()}
@@ -19,6 +21,7 @@ def test_the_wheel_holds_the_project_names_only(wheel):
     assert "kt-translate = keras_transformer_cli.serving.translate:main" in commands
 
 
+@pytest.mark.slow
 def test_the_installed_commands_run_outside_the_checkout(wheel, number_translator, tmp_path):
     """Installed into a fresh venv (its dependencies from this one), the wheel adds only its own
     names, and its `kt-translate` translates with a saved model from another folder, running

@@ -59,6 +59,7 @@ def test_the_harness_covers_every_public_layer():
     assert public == set(CASES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_layer(name, tmp_path):
     make_layer, inputs, call = CASES[name]

@@ -133,6 +133,7 @@ def test_decoder_returns_cross_attention_weights_per_layer(model):
     assert np.all(np.asarray(weights[0])[..., 3] == 0.0)
 
 
+@pytest.mark.slow
 def test_save_and_load_round_trip(tmp_path):
     model = tiny_model()
     rng = np.random.default_rng(4)
@@ -167,6 +168,7 @@ def test_dtype_policy_survives_save_and_load(tmp_path):
     assert restored.decoder.dtype_policy.name == "mixed_bfloat16"
 
 
+@pytest.mark.slow
 def test_mixed_bfloat16_gives_float32_logits_and_trains_without_nan():
     keras.config.set_dtype_policy("mixed_bfloat16")
     model = tiny_model()

@@ -5,6 +5,7 @@ import pathlib
 import re
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -33,6 +34,7 @@ def test_committed_notebook_is_clean():
     assert {"§3.1", "§3.2.3", "§3.4", "§3.5", "§5.1", "§5.3", "§6.1"} <= sections
 
 
+@pytest.mark.slow
 def test_notebook_runs_headless(tmp_path, monkeypatch):
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     notebook.cells = [

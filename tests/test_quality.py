@@ -79,6 +79,7 @@ def tiny_study(tmp_path, monkeypatch):
     return runs, tmp_path / "work"
 
 
+@pytest.mark.slow
 def test_runs_score_validation_and_only_marked_runs_score_test(
     tiny_study, tmp_path, monkeypatch, capsys
 ):

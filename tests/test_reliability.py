@@ -55,6 +55,7 @@ def cut(path, size):
     path.write_bytes(path.read_bytes()[:size])
 
 
+@pytest.mark.slow
 def test_a_cut_backup_index_or_weights_file_is_named(trained, tmp_path, capsys):
     run_flags, run = copy_of(trained, tmp_path)
     index = run / "backup" / "backup.json"
@@ -71,6 +72,7 @@ def test_a_cut_backup_index_or_weights_file_is_named(trained, tmp_path, capsys):
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 
+@pytest.mark.slow
 def test_a_copied_run_directory_names_its_own_files(trained, tmp_path, capsys):
     """run.json records the model and the export inside the run by paths relative to it: the
     copy's finished run names the copy's files, not the original's."""
@@ -124,6 +126,7 @@ def test_a_resume_must_agree_on_the_phrase_tag(tmp_path):
         state.check(untagged, 1, "--steps 1")
 
 
+@pytest.mark.slow
 def test_a_cut_checkpoint_is_named_by_averaging_training_and_export(trained, tmp_path, capsys):
     run_flags, run = copy_of(trained, tmp_path)
     last = run / "checkpoints" / "step-0000004.weights.npz"
@@ -138,6 +141,7 @@ def test_a_cut_checkpoint_is_named_by_averaging_training_and_export(trained, tmp
     assert not export_dir.exists()
 
 
+@pytest.mark.slow
 def test_export_names_a_spoiled_or_foreign_model_and_a_cut_tokenizer(trained, tmp_path, capsys):
     _, run = copy_of(trained, tmp_path)
     model = run / "model.keras"
@@ -163,6 +167,7 @@ def test_export_names_a_spoiled_or_foreign_model_and_a_cut_tokenizer(trained, tm
     assert not (tmp_path / "e" / "1").exists()
 
 
+@pytest.mark.slow
 def test_translate_takes_bad_bytes_and_skips_an_empty_version(trained, tmp_path, capsys):
     _, run = trained
     exports = tmp_path / "exports"
@@ -236,6 +241,7 @@ def dead_pid():
     return process.pid
 
 
+@pytest.mark.slow
 def test_converter_leaves_what_it_did_not_create(trained, tmp_path):
     """An OUT.partial of the user's stays; what a killed conversion of this host left (a dead
     process's temporary) goes, a living one's and another host's stay."""
@@ -278,6 +284,7 @@ def test_an_export_that_loses_a_race_takes_the_next_version(tmp_path, monkeypatc
     assert (base / "2" / "saved_model.pb").read_text() == "ours"
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_backing_up_is_one_line(trained, tmp_path):
     """Under a 2 MB file-size limit the backup (about 3 MB) does not fit: one line naming it,
     status 1, no flood of h5py errors, no crash, no backup file."""
@@ -296,6 +303,7 @@ def test_a_full_disk_while_backing_up_is_one_line(trained, tmp_path):
     assert resource.getrlimit(resource.RLIMIT_FSIZE)[0] == resource.RLIM_INFINITY
 
 
+@pytest.mark.slow
 def test_a_full_disk_names_the_file_and_where_to_free_space(trained, tmp_path):
     """Under a 200 KB file-size limit, averaging, converting and exporting each end in one line
     naming what they were writing (never a temporary file, never TensorFlow's function-node
@@ -319,6 +327,7 @@ def test_a_full_disk_names_the_file_and_where_to_free_space(trained, tmp_path):
         assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_directory_or_a_cut_file_where_a_model_file_is_expected_says_so(trained, tmp_path):
     run_flags, run = trained
     cut = tmp_path / "model.keras"

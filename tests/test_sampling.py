@@ -57,6 +57,7 @@ def test_the_first_token_follows_the_filtered_softmax(temperature, top_k, top_p)
     assert (np.abs(frequencies - expected) <= bound).all(), (frequencies, expected)
 
 
+@pytest.mark.slow
 def test_temperature_zero_and_top_k_one_are_greedy_search(number_translator):
     model, tokenizer, pairs = number_translator
     source = source_batch(tokenizer, [de for de, _ in pairs[:8]])

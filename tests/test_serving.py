@@ -81,6 +81,7 @@ def http(server, path, body=None):
 # The REST protocol.
 
 
+@pytest.mark.slow
 def test_rest_status_and_metadata(server):
     status, answer = http(server, "/v1/models/numbers")
     assert status == 200
@@ -124,6 +125,7 @@ def test_rest_status_and_metadata(server):
     }
 
 
+@pytest.mark.slow
 def test_rest_predict_row_and_columnar(server):
     german, english = zip(*server.pairs)
     status, rows = http(server, "/v1/models/numbers:predict", {"instances": list(german)})
@@ -170,6 +172,7 @@ def test_rest_predict_row_and_columnar(server):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "path, body, status, message",
     [
@@ -230,6 +233,7 @@ def test_rest_errors(server, path, body, status, message):
 # The gRPC protocol, with the official protos.
 
 
+@pytest.mark.slow
 def test_grpc_predict_and_metadata(server):
     german, english = zip(*server.pairs)
     with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
@@ -275,6 +279,7 @@ def test_grpc_predict_and_metadata(server):
 # The clients.
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", CLIENTS)
 def test_client_translates_and_reports(server, kind):
     german, english = zip(*server.pairs)
@@ -325,6 +330,7 @@ def test_client_translates_and_reports(server, kind):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", CLIENTS)
 def test_client_errors_carry_the_servers_message(server, kind):
     with pytest.raises(
@@ -339,6 +345,7 @@ def test_client_errors_carry_the_servers_message(server, kind):
     assert error.value.code in (404, "NOT_FOUND")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", CLIENTS)
 def test_client_retries_unavailable_a_bounded_number_of_times(server, kind):
     server.fail_next(2)
@@ -359,6 +366,7 @@ def test_client_retries_unavailable_a_bounded_number_of_times(server, kind):
     assert error.value.code == "UNAVAILABLE" and server.calls - calls == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", CLIENTS)
 def test_the_server_says_which_sentences_it_cut(server, kind):
     """A server answers every sentence of a batch: the outputs source_cut and prefix_cut say
@@ -370,6 +378,7 @@ def test_the_server_says_which_sentences_it_cut(server, kind):
     assert [result.cut for result in scored] == [(), ("target",)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", CLIENTS)
 def test_client_gives_up_at_its_timeout(server, kind):
     server.delay = 3.0
@@ -380,6 +389,7 @@ def test_client_gives_up_at_its_timeout(server, kind):
     assert error.value.code == "DEADLINE_EXCEEDED"
 
 
+@pytest.mark.slow
 def test_a_trickling_server_ends_within_the_timeout(server, capsys):
     """--timeout bounds the whole call: a REST answer sent a byte every 0.2 s (status line and
     headers too) ends within about the timeout, in one line naming it."""
@@ -407,6 +417,7 @@ def test_unreachable_server_is_reported_within_the_timeout(kind):
     assert error.value.code == "UNAVAILABLE"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", CLIENTS)
 def test_client_refuses_empty_and_oversized_requests_before_sending(server, kind):
     calls = server.calls
@@ -421,6 +432,7 @@ def test_client_refuses_empty_and_oversized_requests_before_sending(server, kind
     assert server.calls == calls
 
 
+@pytest.mark.slow
 def test_command_line(server, capsys, tmp_path):
     german, english = zip(*server.pairs)
     rest = ["--port", str(server.rest_port), "--host", "127.0.0.1", "--model-name", "numbers"]

@@ -76,6 +76,7 @@ def tree(directory):
     return {p: p.read_bytes() for p in pathlib.Path(directory).rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow
 def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path, capsys):
     out = tmp_path / "run"
     train.main(
@@ -190,6 +191,7 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
     assert tree(out) == before
 
 
+@pytest.mark.slow
 def test_trained_under_jax_from_text_data(number_data, tmp_path):
     """Text data under KERAS_BACKEND=jax, where TensorFlow is installed: the tf.data pipeline
     feeds the XLA step with static shapes, the step and epoch summaries are written, and the
@@ -211,6 +213,7 @@ def test_trained_under_jax_from_text_data(number_data, tmp_path):
     assert losses[-1] < losses[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["bpe", "unigram"])
 def test_subword_sampling_trains_and_the_export_never_samples(
     number_data, tmp_path, capsys, monkeypatch, model
@@ -416,6 +419,7 @@ def test_checkpoints_of_another_program_are_not_touched(number_data, tmp_path, c
     assert [p.name for p in out.rglob("*")] == ["checkpoints", "model.ckpt-1000.index"]
 
 
+@pytest.mark.slow
 def test_mixed_bfloat16_trains_without_nan(number_data, tmp_path, capsys):
     out = tmp_path / "run"
     train.main(
@@ -450,6 +454,7 @@ def test_mixed_bfloat16_trains_without_nan(number_data, tmp_path, capsys):
     assert served == (out / "translations.test.txt").read_text().splitlines()
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_from_its_backup(number_data, tmp_path):
     """With gradient accumulation: steps, epochs and checkpoints count updates, also after the
     resume."""
@@ -492,6 +497,7 @@ def test_killed_run_resumes_from_its_backup(number_data, tmp_path):
     assert checkpoints_steps(out) == [90, 105, 120, 135, 150]
 
 
+@pytest.mark.slow
 def test_sigterm_backs_up_the_step_and_the_run_resumes_there(number_data, tmp_path):
     """SIGTERM (a cluster's or a preemptible machine's warning): the step in progress finishes,
     the backup holds exactly that step's weights (equal to its step checkpoint), the program
@@ -536,6 +542,7 @@ def test_sigterm_backs_up_the_step_and_the_run_resumes_there(number_data, tmp_pa
     assert "training stopped at step 60" in resumed.stderr
 
 
+@pytest.mark.slow
 def test_accumulated_updates_and_checkpoints_every_few_minutes(
     number_data, tmp_path, capsys, monkeypatch
 ):
@@ -576,6 +583,7 @@ for argv in json.loads(sys.argv[1]):
 """
 
 
+@pytest.mark.slow
 def test_deterministic_runs_are_bitwise_identical(number_data, tmp_path, monkeypatch):
     """--deterministic turns TensorFlow's op determinism on; with it, dropout, two replicas and
     accumulation, two runs give the same losses and the same weights, bit for bit (on this CPU
@@ -621,6 +629,7 @@ class SteppingClock:
         return self.now
 
 
+@pytest.mark.slow
 def test_run_cut_by_max_minutes_is_backed_up_and_trains_on_from_that_step(
     number_data, tmp_path, capsys, monkeypatch
 ):
@@ -734,6 +743,7 @@ def first_losses(data, out, *extra):
     return [value for _, value in losses]
 
 
+@pytest.mark.slow
 def test_mirrored_strategy_on_two_cpus_matches_the_default_strategy(letters_data, tmp_path):
     """The same losses over three steps, so the replicas' gradients are combined into the same
     updates. With --tokenizer too: reading its vocabulary size must not start TensorFlow before
@@ -781,6 +791,7 @@ def run_two_workers(args, timeout):
     return [(worker, *worker.communicate(timeout=timeout)) for worker in workers]
 
 
+@pytest.mark.slow
 def test_multi_worker_mirrored_strategy_trains_with_two_workers(number_data, tmp_path):
     out = tmp_path / "run"
     finished = run_two_workers(

@@ -205,6 +205,7 @@ def reversal_task(n, vocab_size, max_length, seed):
     return {"source": source, "target": target_in}, target_out
 
 
+@pytest.mark.slow
 def test_tiny_model_learns_reversal_with_fit():
     config = kt.TransformerConfig.preset("tiny", vocab_size=16, dropout=0.0, warmup_steps=100)
     model = kt.build_transformer(config)
