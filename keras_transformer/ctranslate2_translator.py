@@ -14,11 +14,11 @@ from keras_transformer.exports import (
     TOKENIZER_FILE,
     search_name,
 )
-from keras_transformer.inference import Scored, Translation, check_n_best, cuts, string_lists
+from keras_transformer.inference import LoadedTranslator, Scored, Translation, cuts
 from keras_transformer.text import normalize_text
 
 
-class CTranslate2Translator:
+class CTranslate2Translator(LoadedTranslator):
     """Translates strings with a converted model: our tokenization (normalize_text, then the
     sentencepiece model in the folder; sources cut to the model's max_length with eos, as
     `kt.Translator` cuts them), CTranslate2's beam search on raw log-probabilities, and its
@@ -111,14 +111,7 @@ class CTranslate2Translator:
         results = self.translator.score_batch(pieces, [p or [] for p in prefixes])
         return [sum(r.log_probs[:-1]) if p else 0.0 for r, p in zip(results, prefixes)]
 
-    def translate(self, sentences, *, n_best=None, target_prefix=None):
-        """[Translation] for a list of strings, or with `n_best` a list per sentence of its
-        `n_best` best, best first; each translation starts with its string of `target_prefix`
-        (a list, "" for none) if given."""
-        sentences, target_prefix = string_lists(sentences, target_prefix=target_prefix)
-        check_n_best(n_best, self.nbest, self.description)
-        if not sentences:
-            return []
+    def translate_lists(self, sentences, n_best, target_prefix):
         pieces, source_cut = self.tokenize(sentences)
         prefixes, prefix_cut = None, [False] * len(sentences)
         if target_prefix is not None:
@@ -135,12 +128,9 @@ class CTranslate2Translator:
             return [hypotheses[0] for hypotheses in translations]
         return [hypotheses[:n_best] for hypotheses in translations]
 
-    def score(self, sources, targets):
-        """[Scored] for lists of source strings and their translations (eos added; sources and
-        targets cut to max_length - 1 pieces), with CTranslate2's `score_batch`."""
-        sources, targets = string_lists(sources, targets=targets)
-        if not sources:
-            return []
+    def score_lists(self, sources, targets):
+        """Sources and targets cut to max_length - 1 pieces, scored by CTranslate2's
+        `score_batch`."""
         sources, source_cut = self.tokenize(sources)
         targets, target_cut = self.tokenize(targets)
         results = self.translator.score_batch(

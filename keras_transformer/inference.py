@@ -159,7 +159,26 @@ def signature_translator(translator, name):
     )
 
 
-class SignatureTranslator:
+class LoadedTranslator:
+    """What every loaded translator does with its inputs before it translates or scores them:
+    lists of strings, aligned lists of one length, an `n_best` it can give. A subclass sets
+    `description` and `nbest` and gives `translate_lists` and `score_lists`."""
+
+    def translate(self, sentences, *, n_best=None, target_prefix=None):
+        """[Translation] for a list of strings, or with `n_best` a list per sentence of its
+        `n_best` best, best first; each translation starts with its string of `target_prefix`
+        (a list, "" for none) if given."""
+        sentences, target_prefix = string_lists(sentences, target_prefix=target_prefix)
+        check_n_best(n_best, self.nbest, self.description)
+        return self.translate_lists(sentences, n_best, target_prefix) if sentences else []
+
+    def score(self, sources, targets):
+        """[Scored] for lists of source strings and their translations (eos added)."""
+        sources, targets = string_lists(sources, targets=targets)
+        return self.score_lists(sources, targets) if sources else []
+
+
+class SignatureTranslator(LoadedTranslator):
     """Translates Python strings through the signatures {"serving_default": f(sentences),
     "translate": f(sentences, target_prefix), "score": f(sources, targets)} of a loaded
     SavedModel or a `kt.Translator` (`signatures()`), each answering dense tensors. `limits`:
@@ -172,14 +191,7 @@ class SignatureTranslator:
         self.signatures, self.description = signatures, description
         self.limits, self.nbest = limits, nbest
 
-    def translate(self, sentences, *, n_best=None, target_prefix=None):
-        """[Translation] for a list of strings, or with `n_best` a list per sentence of its
-        `n_best` best, best first; each translation starts with its string of `target_prefix`
-        (a list, "" for none) if given."""
-        sentences, target_prefix = string_lists(sentences, target_prefix=target_prefix)
-        check_n_best(n_best, self.nbest, self.description)
-        if not sentences:
-            return []
+    def translate_lists(self, sentences, n_best, target_prefix):
         if target_prefix is None:
             outputs = self.signatures["serving_default"](sentences=_tensor(sentences))
         else:
@@ -203,11 +215,7 @@ class SignatureTranslator:
             )
         ]
 
-    def score(self, sources, targets):
-        """[Scored] for lists of source strings and their translations (eos added)."""
-        sources, targets = string_lists(sources, targets=targets)
-        if not sources:
-            return []
+    def score_lists(self, sources, targets):
         call = self.signature("score", "sources")
         outputs = call(sources=_tensor(sources), targets=_tensor(targets))
         outputs = {name: value.numpy() for name, value in outputs.items()}
