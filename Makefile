@@ -37,18 +37,19 @@ data: $(INSTALLED)
 	$(BIN)/python -m training.prepare_ding
 
 # The README's main job: fetch the Ding corpus, train on the CPU for DEMO_MINUTES with the settings
-# the quality study chose on validation (benchmarks/QUALITY.md: the small preset narrowed to
-# d_model 192, d_ff 768 and 2+2 layers, no residual dropout but dropout 0.1 on the feed-forward
-# network's hidden ReLU, label smoothing 0.2, an 8000-piece vocabulary, Ding's word and phrase
-# pairs with the sentence pairs 10 times, 2000 tokens a batch; the average of the last 40
-# checkpoints, 25 steps apart (DEMO_ARGS="--keep-checkpoints 10" where 14 minutes reach only
-# about 1600 steps, so that the average stays clear of the warm-up), beam 4, alpha 1.2; the time
-# budget alone ends training; tests/test_quality.py checks that these are the study's), print its
-# test BLEU and chrF, export it and translate a few German sentences.
+# in demo.flags (one training flag a line; the quality study, benchmarks/quality.py, and the
+# benchmarks read the same file), which the study chose on validation (benchmarks/QUALITY.md: the
+# small preset narrowed to d_model 192, d_ff 768 and 2+2 layers, no residual dropout but dropout
+# 0.1 on the feed-forward network's hidden ReLU, label smoothing 0.2, an 8000-piece vocabulary,
+# Ding's word and phrase pairs with the sentence pairs 10 times, 2000 tokens a batch; the average
+# of the last 40 checkpoints, 25 steps apart (DEMO_ARGS="--keep-checkpoints 10" where 14 minutes
+# reach only about 1600 steps, so that the average stays clear of the warm-up), beam 4, alpha
+# 1.2; the time budget alone ends training; tests/test_quality.py checks that these are the
+# study's), print its test BLEU and chrF, export it and translate a few German sentences.
 DEMO_DIR ?= runs/demo
 DEMO_EXPORT ?= exports/transformer
 DEMO_MINUTES ?= 14
-DEMO_SETTINGS ?= --preset small --set d_model=192 --set d_ff=768 --set num_layers=2 --set dropout=0.0 --set relu_dropout=0.1 --set label_smoothing=0.2 --vocab-size 8000 --phrases --sentence-repeats 10 --tokens-per-batch 2000 --steps 100000 --steps-per-epoch 200 --bleu-sentences 200 --checkpoint-every 25 --keep-checkpoints 40 --beam-size 4 --alpha 1.2
+DEMO_SETTINGS ?= $(shell cat demo.flags)
 DEMO_ARGS ?=
 
 demo: $(INSTALLED)

@@ -29,13 +29,11 @@ import types
 
 import numpy as np
 
-from benchmarks import report
+from benchmarks import demo_settings, report
 from benchmarks.probes import PROBE_SENTENCE
 from keras_transformer_cli import console, flags
 
 RESULTS = "benchmarks/README.md"
-# The code before the batch-1 serving work (issue 40): the served path's "SavedModel before".
-BEFORE_CODE = "d3ad441006d7079812637dae16b27d91fd4ceb3e"
 ROOT = pathlib.Path(__file__).resolve().parents[1]  # where `python -m benchmarks.probes` runs
 # TensorFlow takes nearly all of a GPU's memory at its first operation: the benchmark's own
 # process and the fresh processes it starts take only what they use, so that they fit beside it.
@@ -303,15 +301,24 @@ def saved_model_latency(config, repeats, directory, thread_settings=(0, 1)):
     return rows
 
 
-# The demo's model (Makefile DEMO_SETTINGS): the small preset narrowed to 2+2 layers of 192.
-# Without its ReLU dropout, which decoding never applies, and which the library at BEFORE_CODE
-# does not know (its export of the served model would refuse the field).
-DEMO_SIZE = ("small", dict(d_model=192, d_ff=768, num_layers=2, dropout=0.0, max_length=128))
-# The demo's vocabulary (Makefile DEMO_SETTINGS; tests/test_benchmarks.py holds them together).
-# The served path's ratios depend on it: CTranslate2's step grows with the vocabulary more than
-# the SavedModel's, whose step is mostly the dispatch of small ops.
-DEMO_VOCABULARY = 8000
-QUICK_SIZE = ("tiny", dict(dropout=0.0, max_length=32))
+# The served model's fields that the demo's settings (demo.flags) give it: its shape. Not its ReLU
+# dropout, which decoding never applies (and which a library of --before-code may not know).
+SERVED_FIELDS = ("d_model", "d_ff", "num_layers", "dropout")
+# A size: (preset, config overrides, vocabulary size).
+QUICK_SIZE = ("tiny", dict(dropout=0.0, max_length=32), 300)
+
+
+def demo_size():
+    """The size of the demo's model (demo.flags): its preset, shape and vocabulary. The served
+    path's ratios depend on them: CTranslate2's step grows with the vocabulary and the width
+    more than the SavedModel's, whose step is mostly the dispatch of small ops."""
+    plan = demo_settings.demo_plan()
+    overrides = plan.config_overrides
+    shape = {name: overrides[name] for name in SERVED_FIELDS if name in overrides}
+    vocabulary = plan.data.vocab_size or flags.DEFAULT_VOCAB_SIZE
+    return plan.model.preset, {**shape, "max_length": 128}, vocabulary
+
+
 COPY_WORDS = "der die das ein kleiner Test ist nicht mehr und heute Haus sehr alt".split()
 
 
@@ -345,17 +352,16 @@ def served_data(quick):
 
 
 def train_served_model(directory, steps, size, quick):
-    """A model of `size` (a preset and its overrides) trained `steps` steps (`served_data`),
-    with its tokenizer (300 pieces with `quick`, else the demo's DEMO_VOCABULARY) in
-    `directory`: the model, the tokenizer's path, the sentences to translate and the data's
-    name."""
+    """A model of `size` (a preset, its overrides and its vocabulary size) trained `steps`
+    steps (`served_data`), with its tokenizer in `directory`: the model, the tokenizer's path,
+    the sentences to translate and the data's name."""
     import keras_transformer as kt
     from keras_transformer.data import make_batches
 
     pairs, texts, sentences, data = served_data(quick)
     tokenizer_path = f"{directory}/tokenizer.model"
-    tokenizer = kt.SubwordTokenizer.train(texts, 300 if quick else DEMO_VOCABULARY, tokenizer_path)
-    preset, overrides = size
+    preset, overrides, vocabulary = size
+    tokenizer = kt.SubwordTokenizer.train(texts, vocabulary, tokenizer_path)
     config = kt.TransformerConfig.preset(preset, vocab_size=tokenizer.vocab_size, **overrides)
     model = kt.build_transformer(config)
     model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
@@ -419,13 +425,13 @@ def export_before(directory, model, tokenizer_path, commit):
         last = (error.stderr or "").strip().splitlines()[-1:] or ["no message"]
         console.fail(
             f"--before-code {commit[:10]}: that commit's library could not export the served "
-            f"model: {last[0]}; choose a later commit, or --before-code none"
+            f"model: {last[0]}; choose a later commit, or leave --before-code out"
         )
     library = pathlib.Path(answer["library"]).resolve()
     if library != (code / "keras_transformer").resolve():  # e.g. PYTHONSAFEPATH set
         console.fail(
             f"--before-code {commit[:10]}: the export imported {library}, not that "
-            "commit's library; unset PYTHONSAFEPATH, or pass --before-code none"
+            "commit's library; unset PYTHONSAFEPATH, or leave --before-code out"
         )
 
 
@@ -545,9 +551,9 @@ def build_parser():
         "--before-code",
         default=None,
         metavar="COMMIT",
-        help="the served path's 'SavedModel before': its model exported by the library at this "
-        f"git commit too and timed in the same processes (default: {BEFORE_CODE[:10]}, the code "
-        "before the batch-1 work of issue 40; none with --quick; 'none': no such row)",
+        help="also time the served path's model exported by the library at this git commit, in "
+        "the same processes, as the row 'SavedModel before' (default: none, the current code "
+        "only)",
     )
     flags.add_parts(parser, list(PARTS))
     flags.add_mixed_precision(parser)
@@ -581,23 +587,23 @@ def plan(args):
 
 
 def before_code(args, bf16):
-    """The full hash of --before-code's commit, or None ('none', or --quick without it); ends
-    with a usage error where this clone has no such commit, or under bfloat16 (the earlier
-    library's export rebuilds the model in float32: it would not be the same model)."""
-    ref = args.before_code or (None if args.quick else BEFORE_CODE)
-    if ref in (None, "none"):
+    """The full hash of --before-code's commit, or None without it; ends with a usage error
+    where this clone has no such commit, or under bfloat16 (the earlier library's export
+    rebuilds the model in float32: it would not be the same model)."""
+    ref = args.before_code
+    if ref is None:
         return None
     if bf16:
         console.fail(
             "--before-code exports the model again in float32; with --mixed-precision bf16 "
-            "pass --before-code none",
+            "leave --before-code out",
             status=2,
         )
     commit = git_commit(ref)
     if commit is None:
         console.fail(
             f"--before-code {ref}: not a commit of the clone at {ROOT} (a shallow clone lacks "
-            "the history: `git fetch --unshallow`), or git is missing; or pass --before-code none",
+            "the history: `git fetch --unshallow`), or git is missing; or leave --before-code out",
             status=2,
         )
     return commit
@@ -754,7 +760,7 @@ def measure_exports(setting, results):
             config, calls, directory, thread_settings=(0,) if setting.quick else (0, 1)
         )
     with tempfile.TemporaryDirectory() as directory:
-        size = QUICK_SIZE if setting.quick else DEMO_SIZE
+        size = QUICK_SIZE if setting.quick else demo_size()
         served = served_path(
             directory, steps, size, setting.quick, 1 if setting.quick else 2, setting.before_code
         )

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 
+from benchmarks import demo_settings
 from keras_transformer_cli import console, flags
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -34,18 +35,22 @@ MODELS = ("ours", "ours-explicit", "kerashub")
 PEERS = ("ours", "kerashub")
 TOKENS = 25000  # §5.1: about 25000 target tokens per batch
 LENGTH = 64  # tokens a side of the random pairs
-# The demo's model (Makefile DEMO_SETTINGS), with what a GPU affords: 4x the tokens per batch
+# What a GPU affords beside the demo's model and search (`gpu_demo_flags`): 12000 tokens a batch
 # and dropout 0.1 (the CPU's 14 minutes pass over the data a few times; a GPU's minutes, many
 # times), checkpoints by the clock (their steps are not known ahead), the last 5 averaged.
-DEMO_FLAGS = (
-    "--preset small --set d_model=128 --set d_ff=512 --set num_layers=2 --set dropout=0.1 "
-    "--tokens-per-batch 12000 --steps 1000000 --steps-per-epoch 2000 --checkpoint-minutes 0.25 "
-    "--keep-checkpoints 5 --beam-size 4 --alpha 0.6"
+GPU_FLAGS = (
+    "--set dropout=0.1 --tokens-per-batch 12000 --steps 1000000 --steps-per-epoch 2000 "
+    "--checkpoint-minutes 0.25 --keep-checkpoints 5"
 ).split()
 QUICK_DEMO_FLAGS = (
     "--preset tiny --set max_length=64 --tokens-per-batch 512 --steps 1000000 "
     "--steps-per-epoch 16 --checkpoint-minutes 0.05 --keep-checkpoints 2 --max-length 32"
 ).split()
+
+
+def gpu_demo_flags():
+    """The demo run's training flags: the demo's model and search (demo.flags), then GPU_FLAGS."""
+    return [*demo_settings.flags_of("--preset", "--set", "--beam-size", "--alpha"), *GPU_FLAGS]
 
 
 def probe(kind, *arguments, timeout=900):
@@ -338,7 +343,7 @@ def main(argv=None):
     # In the order of what matters most, each written when done: a run cut short keeps the rest.
     steps = [("models", lambda preset=presets[0]: model_rows(preset, MODELS, policy, args.quick,
                                                              rate))]  # fmt: skip
-    demo_flags = [*(QUICK_DEMO_FLAGS if args.quick else DEMO_FLAGS), *args.demo_flags.split()]
+    demo_flags = [*(QUICK_DEMO_FLAGS if args.quick else gpu_demo_flags()), *args.demo_flags.split()]
     steps += [("demo", lambda: demo_run(args.data, args.demo_minutes, args.output_dir, demo_flags))]
     steps += [("host", lambda: host_share(args.data, args.quick))]
     steps += [("loss", lambda: loss_share(policy, args.quick))]

@@ -375,8 +375,9 @@ SEARCHES = {"beam 4": 4, "greedy": 1}
 
 
 def read_sentences(path):
-    with open(path, encoding="utf-8") as lines:
-        return lines.read().splitlines()
+    from keras_transformer.data.corpus import read_lines
+
+    return read_lines(path)
 
 
 def served_engines(directory):
@@ -581,7 +582,7 @@ def export_caches(model_path, tokenizer_path, output_dir):
     import numpy as np
 
     import keras_transformer as kt
-    from keras_transformer.decoding import search_ids
+    from keras_transformer.decoding import search_model
 
     saved = keras.saving.load_model(model_path)
     model = kt.build_transformer(saved.config)  # float32, whatever the saved policy
@@ -595,7 +596,7 @@ def export_caches(model_path, tokenizer_path, output_dir):
             self.bound = bound
 
         def search_ids(self, source, prefix=None, encoded=None):
-            return search_ids(
+            return search_model(
                 self.model,
                 source,
                 self.search,

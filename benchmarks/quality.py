@@ -42,9 +42,9 @@ def words(text):
 
 # The settings the study's stages start from, and the decodings they score. Stage 1 changes one
 # lever of the demo's settings; stage 2 starts from FAST (the stage-1 levers that bought steps or
-# BLEU, the step cap lifted so that the budget alone ends a run); stage 3 from GROUND (stage 2's
-# choice, FAST with the phrase pairs); later levers from BASE_FLAGS, SMOOTHED_FLAGS and the
-# chosen settings, each the choice of the levers before it.
+# BLEU, the step cap lifted so that the budget alone ends a run); stage 3 from FAST_PHRASES_RUN
+# (stage 2's choice, FAST with the phrase pairs); later levers from BASE_FLAGS, SMOOTHED_FLAGS
+# and the chosen settings, each the choice of the levers before it.
 NARROW = words("--set d_model=128 --set d_ff=512")
 FAST = (*NARROW, *words("--set num_layers=2 --vocab-size 4000 --set dropout=0.0 --steps 100000"))
 PHRASES = words("--phrases --sentence-repeats 10")
@@ -53,12 +53,12 @@ BASE_FLAGS = (*FAST, *PHRASES, *STAGE_3_CHOICES)
 SMOOTHING_0_2 = words("--set label_smoothing=0.2")
 SMOOTHED_FLAGS = (*BASE_FLAGS, *SMOOTHING_0_2)
 WIDER_FLAGS = (*SMOOTHED_FLAGS, *words("--set d_model=192 --set d_ff=768"))
-GROUND = "fast-phrases-x10"
-BASE_RUN = f"{GROUND}-relu-dropout-0.1-vocab-8k-batch-2000"
+FAST_PHRASES_RUN = "fast-phrases-x10"
+BASE_RUN = f"{FAST_PHRASES_RUN}-relu-dropout-0.1-vocab-8k-batch-2000"
 SMOOTHED_RUN = f"{BASE_RUN}-smoothing-0.2-windows"
 WIDER_RUN = f"{SMOOTHED_RUN}-faster-step-d-model-192"
-# What the study chose on validation, which `make demo` trains (the Makefile's DEMO_SETTINGS;
-# tests/test_quality.py checks that they agree): the run's flags, and the decoding.
+# What the study chose on validation, which `make demo` trains (demo.flags; tests/test_quality.py
+# checks that they agree): the run's flags, and the decoding.
 CHOSEN_RUN, CHOSEN_FLAGS = WIDER_RUN, WIDER_FLAGS
 CHOSEN_DECODING = (4, 1.2, 40, 1)
 # Stage 2's decodings: greedy, the demo's beam and a longer-preferring alpha, none ending a
@@ -97,11 +97,11 @@ def fast(name, lever, flags="", **fields):
     return Run(name, lever, (*FAST, *words(flags)), **fields)
 
 
-def on_chosen(name, lever, flags="", **fields):
-    """A stage-3 run: stage 2's choice (GROUND) with `flags` added, scored in STAGE_3 unless
-    `decodings` says otherwise."""
+def on_fast_phrases(name, lever, flags="", **fields):
+    """A stage-3 run: stage 2's choice (FAST_PHRASES_RUN: FAST with the phrase pairs) with
+    `flags` added, scored in STAGE_3 unless `decodings` says otherwise."""
     fields.setdefault("decodings", STAGE_3)
-    return Run(f"{GROUND}-{name}", lever, (*FAST, *PHRASES, *words(flags)), **fields)
+    return Run(f"{FAST_PHRASES_RUN}-{name}", lever, (*FAST, *PHRASES, *words(flags)), **fields)
 
 
 def on_demo(name, lever, flags="", **fields):
@@ -156,25 +156,31 @@ STUDY = (
             ("phrases-x10", "data", P10),
         ),
     ),
-    # Stage 2: FAST, and one lever on it; GROUND (the phrase pairs) confirmed on a second seed.
+    # Stage 2: FAST, and one lever on it; FAST_PHRASES_RUN (the phrase pairs) confirmed on a
+    # second seed.
     *declare(
         fast,
         (
             ("fast", "combined", ""),
-            (GROUND, "combined", P10, {"test": EARLIER_DECODING}),
+            (FAST_PHRASES_RUN, "combined", P10, {"test": EARLIER_DECODING}),
             ("fast-dropout-0.1", "combined", "--set dropout=0.1"),
             ("fast-dropout-0.3", "combined", "--set dropout=0.3"),
-            (f"{GROUND}-dropout-0.1", "combined", f"{P10} --set dropout=0.1"),
-            (f"{GROUND}-seed-1", "confirmation", P10, {"seed": 1, "test": EARLIER_DECODING}),
+            (f"{FAST_PHRASES_RUN}-dropout-0.1", "combined", f"{P10} --set dropout=0.1"),
+            (
+                f"{FAST_PHRASES_RUN}-seed-1",
+                "confirmation",
+                P10,
+                {"seed": 1, "test": EARLIER_DECODING},
+            ),
             ("fast-smoothing-0", "combined", "--set label_smoothing=0.0"),
             ("fast-layers-3", "combined", "--set num_layers=3"),
         ),
     ),
-    # Stage 3: one lever on GROUND (subword regularisation, the low-resource levers of Araabi &
-    # Monz 2020), then on each choice: ReLU dropout 0.1, then 8000 pieces, then the batch.
-    # `again` is GROUND once more: a machine's speed moves from day to day.
+    # Stage 3: one lever on FAST_PHRASES_RUN (subword regularisation, the low-resource levers of
+    # Araabi & Monz 2020), then on each choice: ReLU dropout 0.1, then 8000 pieces, then the batch.
+    # `again` is FAST_PHRASES_RUN once more: a machine's speed moves from day to day.
     *declare(
-        on_chosen,
+        on_fast_phrases,
         (
             ("sampling-0.1", "subword sampling", "--subword-sampling 0.1", TWO),
             ("sampling-0.05", "subword sampling", "--subword-sampling 0.05"),
@@ -232,7 +238,7 @@ STUDY = (
     # The time budget: 60 minutes, also scored as if cut at the curve's minutes (the weights at a
     # step do not depend on the budget). The first was scored before alpha 1.2 joined LONGER.
     fast(
-        f"{GROUND}-60-minutes",
+        f"{FAST_PHRASES_RUN}-60-minutes",
         "time budget",
         P10,
         decodings=COMBINED + LONGER_BEFORE_1_2,
@@ -241,7 +247,7 @@ STUDY = (
         curve_decodings=(EARLIER_DECODING, *LONGER_BEFORE_1_2),
         **CURVE,
     ),
-    on_chosen(
+    on_fast_phrases(
         "relu-dropout-0.1-60-minutes",
         "time budget",
         "--set relu_dropout=0.1",

@@ -6,7 +6,7 @@ import dataclasses
 import json
 import textwrap
 
-from benchmarks import quality, quality_runs
+from benchmarks import demo_settings, quality, quality_runs
 from benchmarks.quality_runs import decoding_key, decoding_settings, trained_as
 
 TABLE_START, TABLE_END = (
@@ -250,17 +250,11 @@ def unparsed(options):
 
 
 def demo_command():
-    """What `make demo` runs to train (the Makefile's DEMO_SETTINGS): the chosen run's training
-    flags less its seed and budget's, keeping the checkpoints the chosen decoding averages, with
-    the chosen search."""
-    beam, alpha, averaged, _ = decoding_settings(quality.CHOSEN_DECODING)
-    options = parsed_flags([*quality_runs.DEMO_FLAGS, *quality.CHOSEN_FLAGS])
-    options[("--checkpoint-every", None)] = str(quality_runs.CHECKPOINT_EVERY)
-    options[("--keep-checkpoints", None)] = str(averaged)
-    options[("--beam-size", None)] = str(beam)
-    options[("--alpha", None)] = f"{alpha:g}"
-    options[("--max-minutes", None)] = f"{quality_runs.FULL_MINUTES:g}"
-    return ["python", "-m", "training.train", *unparsed(options), "--run-dir", "runs/demo"]
+    """What `make demo` runs to train: demo.flags, for the demo's budget."""
+    return [
+        *("python", "-m", "training.train", *demo_settings.demo_flags()),
+        *("--max-minutes", f"{quality_runs.FULL_MINUTES:g}", "--run-dir", "runs/demo"),
+    ]
 
 
 def wrapped(text, width=100):
@@ -301,7 +295,7 @@ def chosen_section(data):
         "## The chosen settings",
         "",
         *wrapped(
-            "What `make demo` trains and decodes with (the Makefile's `DEMO_SETTINGS`; "
+            "What `make demo` trains and decodes with (demo.flags, which the Makefile reads; "
             "tests/test_quality.py holds them to this study's choice), with the study's runs of "
             + (
                 f"them, seeds {', '.join(str(r['seed']) for r in runs)}: {names}"

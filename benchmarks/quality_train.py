@@ -108,12 +108,13 @@ def machine():
 
 
 def run_child(run, work_dir, minutes, score_only=False):
-    """Trains `run` in this process for `minutes` with the training program's Trainer, scores
-    its decodings and writes RUN_DIR/result.json; with `score_only`, adds the scores the
-    finished run's result lacks."""
+    """Trains `run` in this process for `minutes` with the training program (its context,
+    `training.context.opened`, and its fit, without the run's end), scores its decodings and
+    writes RUN_DIR/result.json; with `score_only`, adds the scores the finished run's result
+    lacks."""
     from training import train
+    from training.context import opened
     from training.plan import TrainingPlan
-    from training.trainer import Trainer
 
     run_dir = work_dir / run.name
     tokenizer = work_dir / "tokenizers" / f"{run.tokenizer_key()}.model"
@@ -125,41 +126,42 @@ def run_child(run, work_dir, minutes, score_only=False):
     if given:  # the tokenizer's model type is its own
         flags = [*without_flag(flags, "--subword-model"), "--tokenizer", str(given)]
     started = time.monotonic()
-    trainer = Trainer(TrainingPlan.from_flags(train.build_parser().parse_args(flags)))
+    plan = TrainingPlan.from_flags(train.build_parser().parse_args(flags))
     path = run_dir / "result.json"
 
     def save():  # after training and after every score: a failure loses no finished work
         result["definition"] = run.definition(minutes)
         path.write_text(json.dumps(result, indent=2))
 
-    with trainer.prepared():
+    with opened(plan) as context:
         if score_only:
             result = json.loads(path.read_text())
             if trained_as(result["definition"]) != trained_as(run.definition(minutes)):
                 raise ValueError(f"{path}: not trained as {run.name} is now; train it again")
         else:
-            result = train_and_describe(run, trainer, tokenizer, minutes)
+            result = train_and_describe(run, context, tokenizer, minutes)
             save()
-        add_scores(trainer, run, result, save)
+        add_scores(context, run, result, save)
     if not score_only:
         result["total_seconds"] = round(time.monotonic() - started, 1)
     save()
 
 
-def train_and_describe(run, trainer, tokenizer, minutes):
-    """Trains `run` (sharing its trained tokenizer at `tokenizer`) and returns its result record,
-    scores to come."""
+def train_and_describe(run, context, tokenizer, minutes):
+    """Trains `run` (its RunContext: `training.context`), sharing its trained tokenizer at
+    `tokenizer`, and returns its result record, scores to come."""
     from benchmarks import bench
-    from training.checkpointing import current_step
+    from keras_transformer_cli.checkpoints import current_step
+    from training.fit import fit
 
     if not tokenizer.is_file():
         tokenizer.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(trainer.directory.tokenizer, tokenizer)
+        shutil.copyfile(context.directory.tokenizer, tokenizer)
     # The machine's speed as the run starts: a run is bounded by time, so a slower machine
     # reaches fewer steps.
     matmul_gflops = bench.matmul_rate(repeats=10, sizes=(1024,)) / 1e9
     training_started = time.monotonic()
-    steps = current_step(trainer.train())
+    steps = current_step(fit(context))
     training_seconds = time.monotonic() - training_started
     return {
         "name": run.name,
@@ -176,7 +178,7 @@ def train_and_describe(run, trainer, tokenizer, minutes):
     }
 
 
-def add_scores(trainer, run, result, save):
+def add_scores(context, run, result, save):
     """Scores the tasks `result` lacks (`Run.missing`) into it, calling `save` after each: the
     run's with the average of its last checkpoints, a curve point's with the last ones written
     by that minute of training. The run's budget ended it, and its last checkpoint was written
@@ -184,10 +186,10 @@ def add_scores(trainer, run, result, save):
     remaining minutes (the files must keep their times: copy a run with them)."""
     from keras_transformer_cli import checkpoints
 
-    paths = checkpoints.list_checkpoints(trainer.directory.checkpoints)
+    paths = checkpoints.list_checkpoints(context.directory.checkpoints)
     for minutes, split, decoding in run.missing(result):
         if minutes is None:
-            result["scores"].append(score(trainer, split, decoding, paths))
+            result["scores"].append(score(context, split, decoding, paths))
             save()
             continue
         cut = paths[-1].stat().st_mtime - 60 * (result["minutes"] - minutes)
@@ -199,23 +201,24 @@ def add_scores(trainer, run, result, save):
         if prefix is None:
             prefix = {"minutes": minutes, "steps": checkpoints.step_of(written[-1]), "scores": []}
             prefixes.append(prefix)
-        prefix["scores"].append(score(trainer, split, decoding, written, f"-at-{minutes:g}min"))
+        prefix["scores"].append(score(context, split, decoding, written, f"-at-{minutes:g}min"))
         save()
 
 
-def score(trainer, split, decoding, paths, label=""):
-    """Translates `split` with `decoding` and the average of the last of the checkpoints at
-    `paths`, and scores it; one score record."""
+def score(context, split, decoding, paths, label=""):
+    """Translates `split` of the run of `context` with `decoding` and the average of the last of
+    the checkpoints at `paths`, and scores it; one score record."""
     import keras_transformer as kt
     from keras_transformer.inference import signature_translator
+    from keras_transformer_cli import checkpoints
     from training import metrics
 
-    directory = trainer.plan.run_dir
-    pairs = trainer.dataset.pairs(split)
+    directory = context.plan.run_dir
+    pairs = context.dataset.pairs(split)
     beam, alpha, window, min_length = decoding_settings(decoding)
     window = len(paths[-window:])  # fewer when the run wrote fewer
-    model = trainer.directory.averaged_model(paths[-window:])
-    translator = kt.Translator(model, trainer.tokenizer, beam, alpha, min_length=min_length)
+    model = checkpoints.averaged_model(context.directory, paths[-window:])
+    translator = kt.Translator(model, context.tokenizer, beam, alpha, min_length=min_length)
     print(
         f"{directory.name}{label}: {split} split, beam {beam}, alpha {alpha}, {window} "
         "checkpoint(s) averaged",

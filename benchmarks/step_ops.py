@@ -23,7 +23,7 @@ def loop_ops(model, beam_size):
 
     def search(source_ids):
         strategy = decoding.Greedy() if beam_size == 1 else decoding.Beam(beam_size, 0.6)
-        return decoding.search_ids(model, source_ids, strategy, None, 50)
+        return decoding.search_model(model, source_ids, strategy, None, 50)
 
     function = tf.function(search, input_signature=[tf.TensorSpec([None, None], tf.int32)])
     graph = function.get_concrete_function().graph

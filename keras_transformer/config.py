@@ -2,8 +2,11 @@
 
 import dataclasses
 import numbers
+import re
 
 from keras_transformer.layers.positional import POSITIONAL_KINDS
+
+SHA256_HEX = re.compile("[0-9a-f]{64}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,6 +23,9 @@ class TransformerConfig:
     instead of the paper's post-norm. label_smoothing [eps_ls]. warmup_steps (§5.3).
     learning_rate_scale: a factor on Eq. 3's whole learning-rate curve (1 is the paper's).
     tokens_per_batch: batch budget of source tokens and of target tokens each (§5.1: 25000).
+    tokenizer_sha256: the hex SHA-256 of the sentencepiece model the model's ids come from
+    (`SubwordTokenizer.sha256`), which `check_tokenizer` holds a tokenizer to; None: not
+    recorded, any tokenizer of vocab_size pieces is accepted.
     """
 
     vocab_size: int
@@ -40,6 +46,7 @@ class TransformerConfig:
     warmup_steps: int = 4000
     learning_rate_scale: float = 1.0
     tokens_per_batch: int = 25000
+    tokenizer_sha256: str | None = None
 
     def __post_init__(self):
         for name in (
@@ -77,6 +84,12 @@ class TransformerConfig:
         for name in ("share_embeddings", "norm_first"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        digest = self.tokenizer_sha256
+        if digest is not None and not (isinstance(digest, str) and SHA256_HEX.fullmatch(digest)):
+            raise ValueError(
+                "tokenizer_sha256 must be None or the 64 lowercase hex digits of a SHA-256 (the "
+                f"tokenizer's sentencepiece model's), got {digest!r}"
+            )
 
     @classmethod
     def preset(cls, name, **overrides):
@@ -98,6 +111,27 @@ class TransformerConfig:
 
     def to_dict(self):
         return dataclasses.asdict(self)
+
+    def check_tokenizer(self, tokenizer):
+        """Raises ValueError, naming the tokenizer's file, unless `tokenizer` (a SubwordTokenizer)
+        is the one the model's ids come from: vocab_size pieces and, when tokenizer_sha256 is
+        recorded, that SHA-256."""
+        where = f"{tokenizer.path}: " if tokenizer.path else ""
+        remedy = (
+            "give the tokenizer the model was trained with (the run directory's tokenizer.model)"
+        )
+        if tokenizer.vocab_size != self.vocab_size:
+            raise ValueError(
+                f"{where}the tokenizer has {tokenizer.vocab_size} pieces but the model's "
+                f"vocab_size is {self.vocab_size}; {remedy}"
+            )
+        if self.tokenizer_sha256 not in (None, tokenizer.sha256):
+            raise ValueError(
+                f"{where}the tokenizer is not the one the model was trained with (SHA-256 "
+                f"{tokenizer.sha256[:12]}..., the model's config records "
+                f"{self.tokenizer_sha256[:12]}...): another vocabulary of the same size "
+                f"translates into nonsense; {remedy}"
+            )
 
 
 def _check_positive_int(name, value):

@@ -14,7 +14,8 @@ from keras_transformer.exports import (
     TOKENIZER_FILE,
     search_name,
 )
-from keras_transformer.inference import LoadedTranslator, Scored, Translation, cuts
+from keras_transformer.inference import LoadedTranslator
+from keras_transformer.results import SCORE_INPUTS, TRANSLATE_INPUTS, Scored, Translation, cut_of
 from keras_transformer.text import normalize_text
 
 
@@ -121,7 +122,7 @@ class CTranslate2Translator(LoadedTranslator):
             [Translation(self.processor.decode_pieces(tokens), score, cut) for tokens, score in h]
             for h, cut in zip(
                 self.translate_pieces(pieces, prefixes),
-                cuts({"source": source_cut, "prefix": prefix_cut}),
+                cut_flags(TRANSLATE_INPUTS, source_cut, prefix_cut),
             )
         ]
         if n_best is None:
@@ -137,11 +138,20 @@ class CTranslate2Translator(LoadedTranslator):
             sources, targets, max_input_length=0, max_batch_size=self.part_size(sources)
         )
         scored = []
-        for result, cut in zip(results, cuts({"source": source_cut, "target": target_cut})):
+        for result, cut in zip(results, cut_flags(SCORE_INPUTS, source_cut, target_cut)):
             log_prob = float(sum(result.log_probs))
             length_penalty = penalty.length_penalty(len(result.log_probs), self.alpha)
             scored.append(Scored(log_prob / length_penalty, log_prob, tuple(result.log_probs), cut))
         return scored
+
+
+def cut_flags(names, *flags):
+    """Per sentence, the names of `names` whose list of `flags` (a bool per sentence, in the
+    order of `names`) is true there, read as an export's NAME_cut outputs are."""
+    return [
+        cut_of({f"{name}_cut": flag for name, flag in zip(names, row)}, names)
+        for row in zip(*flags)
+    ]
 
 
 def _cores():

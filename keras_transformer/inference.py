@@ -13,7 +13,6 @@ it), a CTranslate2 folder, or a .keras model with its tokenizer, and returns a t
 
 import operator
 import pathlib
-import typing
 
 from keras_transformer.exports import (
     CTRANSLATE2_MODEL_FILE,
@@ -24,36 +23,14 @@ from keras_transformer.exports import (
     search_name,
     search_settings,
 )
-
-
-class Translation(typing.NamedTuple):
-    """One translation, its score (log P(Y | X) over GNMT's length penalty, as beam search ranks
-    it, §6.1), and the inputs of its sentence that were longer than the model holds and were cut
-    to it (`cut`: "source", "prefix"; empty when none was)."""
-
-    text: str
-    score: float
-    cut: tuple = ()
-
-
-class Scored(typing.NamedTuple):
-    """Forced decoding of one translation: log P(Y | X) over GNMT's length penalty (`score`, as
-    beam search ranks), log P(Y | X) (`log_prob`), each token's log-probability, eos last
-    (`token_scores`), and the inputs that were cut to what the model holds (`cut`: "source",
-    "target")."""
-
-    score: float
-    log_prob: float
-    token_scores: tuple
-    cut: tuple = ()
-
-    def line(self, normalized=False, tokens=False):
-        """One line of text: log P (or the normalised score), then the token scores if asked,
-        tab-separated."""
-        line = f"{self.score if normalized else self.log_prob:.6f}"
-        if tokens:
-            line += "\t" + " ".join(f"{value:.6f}" for value in self.token_scores)
-        return line
+from keras_transformer.results import (
+    TRANSLATE_INPUTS,
+    Scored,
+    Translation,
+    cut_of,
+    per_sentence,
+    text_of,
+)
 
 
 class TooManyHypotheses(ValueError):
@@ -197,38 +174,32 @@ class SignatureTranslator(LoadedTranslator):
         else:
             call = self.signature("translate", "target_prefix")
             outputs = call(sentences=_tensor(sentences), target_prefix=_tensor(target_prefix))
-        outputs = {name: value.numpy() for name, value in outputs.items()}
-        cuts = _cut_outputs(outputs, len(sentences), ("source", "prefix"))
+        outputs = per_sentence({name: value.numpy() for name, value in outputs.items()})
+        cuts = [cut_of(row, TRANSLATE_INPUTS) for row in outputs]
         if n_best is None:
-            texts, scores = outputs["translation"], outputs["score"]
-            return [Translation(_text(t), float(s), cut) for t, s, cut in zip(texts, scores, cuts)]
-        if "nbest_translations" not in outputs:
+            return [
+                Translation(text_of(row["translation"]), float(row["score"]), cut)
+                for row, cut in zip(outputs, cuts)
+            ]
+        if "nbest_translations" not in outputs[0]:
             raise ValueError(
                 f"{self.description} has no n-best outputs: it was exported by an earlier "
                 "keras-transformer; export the model again"
             )
-        check_n_best(n_best, outputs["nbest_translations"].shape[1], self.description)
+        check_n_best(n_best, len(outputs[0]["nbest_translations"]), self.description)
         return [
-            [Translation(_text(t), float(s), cut) for t, s in zip(texts[:n_best], scores)]
-            for texts, scores, cut in zip(
-                outputs["nbest_translations"], outputs["nbest_scores"], cuts
-            )
+            [
+                Translation(text_of(text), float(score), cut)
+                for text, score in zip(row["nbest_translations"][:n_best], row["nbest_scores"])
+            ]
+            for row, cut in zip(outputs, cuts)
         ]
 
     def score_lists(self, sources, targets):
         call = self.signature("score", "sources")
         outputs = call(sources=_tensor(sources), targets=_tensor(targets))
         outputs = {name: value.numpy() for name, value in outputs.items()}
-        return [
-            Scored(float(s), float(p), tuple(float(t) for t in row[ids != 0]), cut)
-            for s, p, row, ids, cut in zip(
-                outputs["score"],
-                outputs["log_prob"],
-                outputs["token_scores"],
-                outputs["tokens"],
-                _cut_outputs(outputs, len(sources), ("source", "target")),
-            )
-        ]
+        return [Scored.from_outputs(row) for row in per_sentence(outputs)]
 
     def signature(self, name, argument):
         """The signature `name` if it takes `argument`; ValueError saying to export again."""
@@ -261,17 +232,6 @@ def check_n_best(n_best, kept, description):
         raise TooManyHypotheses(n_best, kept, description)
 
 
-def cuts(flags):
-    """Per sentence, the names of {name: [bool per sentence]} that are true there: what was
-    cut to the model's length."""
-    return [tuple(name for name, cut in zip(flags, row) if cut) for row in zip(*flags.values())]
-
-
-def _cut_outputs(outputs, count, names):
-    """`cuts` of the outputs NAME_cut (none where an older export has no such output)."""
-    return cuts({name: outputs.get(f"{name}_cut", [False] * count) for name in names})
-
-
 def string_lists(sentences, **aligned):
     """`sentences` and each of `aligned` ({name: strings or None}) as lists, in that order;
     TypeError for one string (a list of its characters), ValueError for an aligned list of
@@ -291,7 +251,3 @@ def _tensor(texts):
     import tensorflow as tf
 
     return tf.constant(texts, tf.string)
-
-
-def _text(value):
-    return value.decode("utf-8", "replace")

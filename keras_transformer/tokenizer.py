@@ -19,6 +19,7 @@ import tensorflow_text as tf_text
 from sentencepiece import sentencepiece_model_pb2
 
 from keras_transformer.compat import sentencepiece_tokenizer
+from keras_transformer.digests import sha256_of_bytes
 from keras_transformer.ids import BOS_ID, EOS_ID, PAD_ID, SPECIAL_IDS, UNK_ID
 from keras_transformer.text import WORD_BOUNDARY, normalize_text
 
@@ -44,12 +45,17 @@ class SubwordTokenizer(tf.Module):
     languages.
 
     As a `tf.Module` it can be tracked by another module (a Translator): the model travels
-    inside the SavedModel and the file it was loaded from is no longer needed.
+    inside the SavedModel and the file it was loaded from is no longer needed. `sha256`: the
+    hex SHA-256 of the model's bytes, which identifies the vocabulary (a model's config records
+    it: `TransformerConfig.check_tokenizer`). `path`: the file it was loaded from or trained
+    into, for messages (None when built from bytes).
     """
 
-    def __init__(self, model_proto, name="subword_tokenizer"):
+    def __init__(self, model_proto, name="subword_tokenizer", path=None):
         super().__init__(name=name)
         self.model_proto = bytes(model_proto)
+        self.sha256 = sha256_of_bytes(self.model_proto)
+        self.path = None if path is None else pathlib.Path(path)
         processor = checked_processor(self.model_proto)
         self.vocab_size = processor.get_piece_size()
         self._processor = processor
@@ -110,7 +116,7 @@ class SubwordTokenizer(tf.Module):
             )
         except RuntimeError as error:
             raise ValueError(f"training the subword vocabulary failed: {error}") from error
-        tokenizer = cls(model.getvalue())
+        tokenizer = cls(model.getvalue(), path=path)
         tokenizer.save(path)
         return tokenizer
 
@@ -120,7 +126,7 @@ class SubwordTokenizer(tf.Module):
         if not path.is_file():
             raise FileNotFoundError(f"no sentencepiece model at {path}")
         try:
-            return cls(path.read_bytes())
+            return cls(path.read_bytes(), path=path)
         except RuntimeError as error:  # sentencepiece's parser: a cut or foreign file
             raise ValueError(
                 f"{path}: not a readable sentencepiece model ({' '.join(str(error).split())})"

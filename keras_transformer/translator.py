@@ -35,7 +35,7 @@ from keras_transformer.decoding import (
     alignment,
     encode,
     encoder_decoder_attention,
-    search_ids,
+    search_model,
 )
 from keras_transformer.ids import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.scoring import score
@@ -43,7 +43,8 @@ from keras_transformer.scoring import score
 
 class Translator(tf.Module):
     """`translate(sentences)`, `translate_with_prefix(sentences, target_prefix)` and
-    `score(sources, targets)` for a trained model and its SubwordTokenizer.
+    `score(sources, targets)` for a trained model and its SubwordTokenizer (refused, a
+    ValueError, when it is not the model's: `TransformerConfig.check_tokenizer`).
 
     Source sentences longer than `max_source_length` subword tokens (default: the model's
     `config.max_length`, eos included) are truncated to it, and so are target prefixes and
@@ -53,7 +54,7 @@ class Translator(tf.Module):
     at most source length + `extra_length` tokens (§6.1; a longer prefix's length instead), and,
     for a non-empty source, at least `min_length` (default 1: never empty). `beam_size=1` is
     greedy search. `nbest` (default: the beam size) is how many hypotheses the n-best outputs
-    list. With `sampling` (a `kt.Sampling`) each translation is drawn from the model's
+    list. With `sampling` (a `kt.SamplingSettings`) each translation is drawn from the model's
     distribution instead, reproducibly for its seed (back-translation); its n-best list is that
     one translation. `search`, a `kt.decoding.Search` (e.g. `kt.DiverseBeam`), searches with it
     instead of beam search or sampling (its `beam_size`, and its `alpha` if it has one, are
@@ -87,11 +88,7 @@ class Translator(tf.Module):
         nbest = nbest or beam_size
         if not 1 <= nbest <= beam_size:
             raise ValueError(f"nbest must be in 1..beam_size={beam_size}, got {nbest}")
-        if tokenizer.vocab_size != model.config.vocab_size:
-            raise ValueError(
-                f"the tokenizer has {tokenizer.vocab_size} pieces but the model's vocab_size is "
-                f"{model.config.vocab_size}; use the tokenizer the model was trained with"
-            )
+        model.config.check_tokenizer(tokenizer)
         # Keras 3 variables wrap tf.Variables. The SavedModel must track the wrapped ones: tracked
         # through the Keras model, the wrappers are saved as copies that the graph never reads,
         # and TensorFlow Serving's session loader fails with "Could not find variable ...".
@@ -174,7 +171,7 @@ class Translator(tf.Module):
         """The n-best ids [B, K, L] and scores [B, K] of source ids [B, S] (K = 1 when
         sampling), each starting with its row of `prefix` ids [B, P] if given; `encoded`, the
         source's (memory, mask) if already computed."""
-        return search_ids(
+        return search_model(
             self.model,
             source,
             self.search,

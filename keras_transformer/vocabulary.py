@@ -36,12 +36,10 @@ def update_vocabulary(model, old_tokenizer, new_tokenizer):
     other weight copied. `old_tokenizer` is `model`'s own vocabulary."""
     from keras_transformer.model import Transformer
 
-    if model.config.vocab_size != old_tokenizer.vocab_size:
-        raise ValueError(
-            f"the model has {model.config.vocab_size} embedding rows but the old tokenizer "
-            f"{old_tokenizer.vocab_size} pieces: it is not the model's vocabulary"
-        )
-    config = dataclasses.replace(model.config, vocab_size=new_tokenizer.vocab_size)
+    model.config.check_tokenizer(old_tokenizer)
+    config = dataclasses.replace(
+        model.config, vocab_size=new_tokenizer.vocab_size, tokenizer_sha256=new_tokenizer.sha256
+    )
     updated = Transformer.from_config({**model.get_config(), "config": config.to_dict()})
     new_ids, old_ids = shared_rows(old_tokenizer, new_tokenizer)
     embedding = updated.embedding

@@ -5,5 +5,5 @@ Installed, this package holds the programs as `keras_transformer_cli.training` a
 and `serving/` (`python -m training.train`). Its own modules are what the programs (and
 `benchmarks/`) share: the console, the flag vocabulary, atomic files, a run directory and its
 checkpoints, TensorFlow Serving's version directories, the choice of translator for `--model`
-(`engines.py`, over `kt.load_translator`) and the attention plot TensorBoard shows. They import
+(`translators.py`, over `kt.load_translator`) and the attention plot TensorBoard shows. They import
 only the library (`keras_transformer`), never a program; importing them has no side effects."""

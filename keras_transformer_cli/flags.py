@@ -405,7 +405,7 @@ def add_score_format(parser):
 def read_targets(args, sources):
     """The lines of --target, one per source sentence; ValueError naming the files when the
     counts differ."""
-    targets = read_lines(args.target, "--target")
+    targets = read_flag_lines(args.target, "--target")
     if len(targets) != len(sources):
         raise ValueError(
             f"--target {args.target} has {len(targets)} lines for {len(sources)} source "
@@ -449,77 +449,47 @@ def add_jit_compile(parser):
     JIT_COMPILE.add(parser)
 
 
-def too_long(args, engine, what, number, answered=False):
-    """The one line refusing input `what` ("source", "prefix" or "target") of sentence `number`
-    (from 1) that the model of `engine` cannot hold whole: where it came from and the limit
-    (`answered`: a server answered it cut, and its answers were shown)."""
-    limits = engine.limits or {}
-    limit = limits.get("source" if what == "source" else "target")
-    holds = f"{limit} subword pieces and eos" if limit else "its config.max_length"
-    if answered:
-        return (
-            f"{'--target-prefix' if what == 'prefix' else f'sentence {number}'}: the {what} is "
-            f"longer than the served model holds ({holds}), which answered it cut (above); "
-            "shorten it"
-        )
-    if what == "prefix":
-        return f"--target-prefix is longer than the model holds ({holds}); give a shorter one"
-    if what == "target":
-        where = f"--target {args.target}:{number}"
-    elif getattr(args, "source", None):
-        where = f"--source {args.source}:{number}"
-    elif getattr(args, "sentences", None):
-        where = f"sentence {number} of the arguments"
-    else:
-        where = f"line {number} of the standard input"
-    return (
-        f"{where} is longer than the model holds ({holds}); nothing was written: split it, "
-        "or leave it out"
-    )
-
-
-def refuse_cut(args, engine, results, answered=False):
-    """ValueError naming the first input of `results` (Translation or Scored, in the order of
-    the input) that the model could not hold whole (`too_long`)."""
-    for number, result in enumerate(results, start=1):
-        for what in result.cut:
-            raise ValueError(too_long(args, engine, what, number, answered))
-
-
 def read_sentences(args, stdin):
     """The sentences of `add_sentences`: the arguments, else --source, else `stdin`; one per
-    line, lines ending at \\n (or \\r\\n) only, bytes that are not UTF-8 replaced by U+FFFD
-    (as the exported signature does)."""
+    line of a file or stdin (`keras_transformer.data.corpus.split_lines`: lines end at \\n
+    only); ValueError naming the argument, file or line that is not UTF-8."""
+    from keras_transformer.data.corpus import split_lines
+
     if args.sentences and args.source:
         raise ValueError("give sentences as arguments or with --source, not both")
-    if args.sentences:  # undecodable argument bytes arrive as surrogate escapes
-        return [
-            s.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for s in args.sentences
-        ]
+    if args.sentences:
+        return argument_sentences(args.sentences)
     if args.source:
-        return read_lines(args.source, "--source")
-    return split_lines(stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read())
+        return read_flag_lines(args.source, "--source")
+    data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read().encode("utf-8")
+    return split_lines(data, "standard input")
 
 
-def read_lines(path, flag):
-    """The lines of the file `path` (`split_lines`); ValueError naming `flag` and the file
-    when it cannot be read."""
+def argument_sentences(sentences):
+    """The sentences given as arguments, whose bytes that are not UTF-8 arrive as surrogate
+    escapes; ValueError naming the first that is not UTF-8."""
+    decoded = []
+    for number, sentence in enumerate(sentences, start=1):
+        raw = sentence.encode("utf-8", "surrogateescape")
+        try:
+            decoded.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ValueError(
+                f"sentence {number} of the arguments: not UTF-8 ({raw!r}); give UTF-8 text"
+            ) from None
+    return decoded
+
+
+def read_flag_lines(path, flag):
+    """The sentences of the file `path` that `flag` names, one a line
+    (`keras_transformer.data.corpus.read_lines`); ValueError naming `flag`, the file and the
+    line when it cannot be read."""
+    from keras_transformer.data.corpus import CorpusError, read_lines
+
     try:
-        return split_lines(pathlib.Path(path).read_bytes())
-    except OSError as error:
-        raise ValueError(f"{flag} {path}: {error.strerror or error}") from error
-
-
-def split_lines(text):
-    """Lines of `text` (bytes are decoded as UTF-8, replacing what is not): split at \\n only,
-    a \\r before it dropped, no empty last line for a final \\n. (str.splitlines would also
-    split at form feeds, U+0085 and U+2028, putting the output out of line with the input.)"""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
+        return read_lines(path)
+    except CorpusError as error:
+        raise ValueError(f"{flag} {error}") from None
 
 
 PRESET = Option(

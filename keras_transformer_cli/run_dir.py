@@ -17,8 +17,8 @@ logs/                 TensorBoard: train/ (loss, accuracy, learning rate),
 model.keras           the average of the last K checkpoints (or the best: --final-model)
 translations.test.txt and .scores.json (BLEU, chrF, chrF++), export/<version>/ (the SavedModel)
 
-Checkpointing: its files and averaging in `keras_transformer_cli.checkpoints`, its Keras
-callbacks (the backup, the step checkpoints, the best one) in `training.checkpointing`.
+Its checkpoints (the files, their average, the callbacks that write them) are
+`keras_transformer_cli.checkpoints`'.
 """
 
 import dataclasses
@@ -29,13 +29,15 @@ import os
 import pathlib
 import zipfile
 
-from keras_transformer_cli import checkpoints
-from keras_transformer_cli.checkpoints import RunError
 from keras_transformer_cli.files import write_text_atomically
 
 SETTINGS_FILE = "run.json"
 TOKENIZER_FILE = "tokenizer.model"
 MODEL_FILE = "model.keras"
+
+
+class RunError(ValueError):
+    """A run directory that cannot be used for this command; nothing in it was changed."""
 
 
 def read_settings(run_dir):
@@ -50,14 +52,6 @@ def read_settings(run_dir):
         raise RunError(f"{path} cannot be read ({error}); restore it from a copy") from None
     if not isinstance(settings, dict):
         raise RunError(f"{path} is not a run's settings (a JSON object)")
-    if "config" in settings:  # a run written before --subword-sampling did not sample
-        settings.setdefault("subword_sampling", 0.0)
-    import keras_transformer as kt
-
-    try:  # config fields added since the run was written take their defaults
-        settings["config"] = kt.TransformerConfig.from_dict(settings["config"]).to_dict()
-    except (KeyError, TypeError, ValueError):
-        pass  # compared as written, and reported field by field
     return settings
 
 
@@ -68,13 +62,10 @@ def scores_beside(translations):
 
 
 def differences(previous, current, prefix=""):
-    """(field, previous value, current value) for each field whose value differs, nested dicts
-    by dotted path. Top-level fields that `previous` lacks are not compared (a run written
-    before they were recorded)."""
+    """(field, previous value, current value) for each field of `current` whose value differs,
+    nested dicts by dotted path (and the fields of those that only `previous` has)."""
     keys = set(current) | (set(previous) if prefix else set())
     for key in sorted(keys):
-        if key not in previous and not prefix:
-            continue
         old, new = previous.get(key), current.get(key)
         if isinstance(old, dict) and isinstance(new, dict):
             yield from differences(old, new, f"{prefix}{key}.")
@@ -140,17 +131,6 @@ class RunDirectory:
         if "config" not in settings:
             raise RunError(f"{self} holds no {SETTINGS_FILE} with a model config")
         return kt.build_transformer(kt.TransformerConfig.from_dict(settings["config"]))
-
-    def averaged_model(self, paths):
-        """The run's model holding the element-wise mean of the step checkpoints at `paths`
-        (§6.1: the paper averages the last 5 or 20)."""
-        model = self.build_model()
-        checkpoints.assign(
-            model,
-            checkpoints.average_checkpoints(paths),
-            source=f"the average of {len(paths)} checkpoints",
-        )
-        return model
 
 
 class RunLock:
@@ -230,8 +210,10 @@ def load_model(path):
                 f"{path} is a step checkpoint, but no {SETTINGS_FILE} was found above it to build "
                 "its model"
             )
+        from keras_transformer_cli.checkpoints import load_checkpoint
+
         model = RunDirectory(run_dir).build_model()
-        checkpoints.load_checkpoint(model, path)
+        load_checkpoint(model, path)
         return model
     if path.suffix != ".keras":
         raise ValueError(
@@ -261,26 +243,6 @@ def load_model(path):
     return model
 
 
-# The flag that sets each recorded field (config fields not listed: --preset or --set FIELD).
-FLAGS = {
-    "config.vocab_size": "--vocab-size/--tokenizer",
-    "config.tokens_per_batch": "--tokens-per-batch",
-    "vocabulary": "--vocab-size/--tokenizer/--subword-model",
-    "preset": "--preset",
-    "dataset": "--dataset",
-    "languages": "--source-language/--target-language",
-    "max_length": "--max-length",
-    "phrases": "--phrases/--sentence-repeats/--tag-phrases/--sentence-alternatives",
-    "precision": "--mixed-precision",
-    "seed": "--seed",
-    "steps_per_epoch": "--steps-per-epoch",
-    "init_from": "--init-from",
-    "keep_best": "--keep-best",
-    "early_stopping": "--early-stopping",
-    "subword_sampling": "--subword-sampling",
-}
-
-
 def same_tokenizer(field, recorded, given):
     """Whether a resume's --tokenizer names the recorded tokenizer's file by another path (an
     absolute path for a relative one, or from another working directory)."""
@@ -290,15 +252,6 @@ def same_tokenizer(field, recorded, given):
         return os.path.samefile(recorded, given)
     except OSError:  # either is missing: they differ
         return False
-
-
-def flag_of(field):
-    top = field.split(".")[0]
-    if field in FLAGS or top != "config" and top in FLAGS:
-        return FLAGS.get(field, FLAGS[top])
-    if field.startswith("config."):
-        return f"--set {field.removeprefix('config.')}"
-    return field
 
 
 @dataclasses.dataclass
@@ -318,6 +271,8 @@ class RunState:
     def read(cls, run):
         """Reads run.json and the backup of `run` (a RunDirectory); refuses a directory whose
         checkpoints have no run.json, or no backup to resume from (never a silent restart)."""
+        from keras_transformer_cli import checkpoints
+
         recorded = run.read_settings()
         found = checkpoints.list_checkpoints(run.checkpoints)
         written = [p for p in (run.checkpoints, run.backup) if p.is_dir() and any(p.iterdir())]
@@ -338,12 +293,13 @@ class RunState:
         step = backup.get("step", 0)
         return cls(run, recorded, step, finished, backup.get("best"), bool(backup))
 
-    def check(self, settings, steps, steps_flag):
-        """Refuses a command that this run cannot honour, naming each flag: other settings, or
-        fewer `steps` (set by `steps_flag`) than the run has trained."""
+    def check(self, settings, steps, steps_flag, flag_of):
+        """Refuses a command that this run cannot honour, naming each flag (`flag_of(setting)`,
+        the flag of a setting's dotted path): other settings, or fewer `steps` (set by
+        `steps_flag`) than the run has trained."""
         found = [
             f"{flag_of(field)}: {old!r} in the run, {new!r} now"
-            for field, old, new in differences(self.recorded, settings)
+            for field, old, new in (differences(self.recorded, settings) if self.recorded else ())
             if not same_tokenizer(field, old, new)
         ]
         if found:

@@ -11,8 +11,8 @@ metadata.
 In Python:
 
     client = RestClient("localhost", model="transformer")   # or GrpcClient(...)
-    for result in client.translate(["Guten Morgen."]):
-        print(result.score, result.translation, result.nbest, result.alignment)
+    for result in client.translate(["Guten Morgen."]):    # [kt.Translation]
+        print(result.score, result.text, result.n_best, result.alignment)
     client.translate(["Guten Morgen."], target_prefix=["Good"])   # each starts with its prefix
     client.score(["Guten Morgen."], ["Good morning."])            # [Scored(score, log_prob, ...)]
 
@@ -23,7 +23,6 @@ most `retries` times within that time, and raises `ServingError` with the server
 """
 
 import contextlib
-import dataclasses
 import http.client
 import json
 import socket
@@ -33,7 +32,9 @@ import time
 import types
 import urllib.parse
 
+from keras_transformer.results import Scored, Translation, per_sentence
 from keras_transformer_cli import console, flags
+from keras_transformer_cli.translators import refuse_cut_inputs
 
 SIGNATURE = "serving_default"
 PREFIX_SIGNATURE = "translate"  # serving_default's outputs, with a target_prefix input too
@@ -52,54 +53,6 @@ class ServingError(RuntimeError):
     def __init__(self, message, code=None):
         super().__init__(message)
         self.code = code
-
-
-@dataclasses.dataclass(frozen=True)
-class Translation:
-    """One sentence's answer. From a model exported with the n-best and alignment outputs:
-    `nbest`, the (translation, score) pairs best first; `alignment`, the rows [T][S] of
-    attention weights over the real source tokens `source_tokens` (with eos) while the decoder
-    produced each real token of the translation `tokens` (with eos). Older exports: (), None."""
-
-    translation: str
-    score: float
-    nbest: tuple = ()
-    tokens: tuple = ()
-    source_tokens: tuple = ()
-    alignment: tuple | None = None
-    cut: tuple = ()
-
-    @classmethod
-    def from_outputs(cls, outputs):
-        """From one sentence's signature outputs (a REST prediction row, or a slice of each
-        gRPC output tensor)."""
-        text = outputs["translation"]
-        text = text.decode("utf-8") if isinstance(text, bytes) else text
-        answer = cls(text, float(outputs["score"]), cut=cut_inputs(outputs, ("source", "prefix")))
-        if "alignment" not in outputs:
-            return answer
-        texts = [
-            t.decode("utf-8") if isinstance(t, bytes) else t for t in outputs["nbest_translations"]
-        ]
-        tokens = [int(t) for t in outputs["tokens"] if int(t) != 0]
-        source_tokens = [int(t) for t in outputs["source_tokens"] if int(t) != 0]
-        alignment = tuple(
-            tuple(float(w) for w in row[: len(source_tokens)])
-            for row in list(outputs["alignment"])[: len(tokens)]
-        )
-        return dataclasses.replace(
-            answer,
-            nbest=tuple(zip(texts, (float(score) for score in outputs["nbest_scores"]))),
-            tokens=tuple(tokens),
-            source_tokens=tuple(source_tokens),
-            alignment=alignment,
-        )
-
-
-def cut_inputs(outputs, names):
-    """The names whose NAME_cut output is true in one sentence's outputs: what the model could
-    not hold whole and cut (an export without these outputs says nothing)."""
-    return tuple(name for name in names if bool(outputs.get(f"{name}_cut", False)))
 
 
 class _Unavailable(Exception):
@@ -162,26 +115,17 @@ class TranslationClient:
             inputs["target_prefix"] = _strings(target_prefix, "target prefix", len(sentences))
             signature = PREFIX_SIGNATURE if signature == SIGNATURE else signature
         rows = self._answers(signature, inputs, TRANSLATION_OUTPUTS)
-        return [self._translation(row) for row in rows]
+        return [self._read(Translation, row, signature) for row in rows]
 
     def score(self, sources, targets):
         """Forced decoding of each target given its source (the `score` signature): a
-        `Scored` (score over the length penalty, log P, token log-probabilities) per pair."""
-        from keras_transformer.inference import Scored
-
+        `kt.Scored` (score over the length penalty, log P, token log-probabilities) per pair."""
         inputs = {
             "sources": _strings(sources, "source"),
             "targets": _strings(targets, "target", len(sources)),
         }
-        return [
-            Scored(
-                float(row["score"]),
-                float(row["log_prob"]),
-                tuple(float(v) for v, t in zip(row["token_scores"], row["tokens"]) if int(t)),
-                cut_inputs(row, ("source", "target")),
-            )
-            for row in self._answers(SCORE_SIGNATURE, inputs, SCORE_OUTPUTS)
-        ]
+        rows = self._answers(SCORE_SIGNATURE, inputs, SCORE_OUTPUTS)
+        return [self._read(Scored, row, SCORE_SIGNATURE) for row in rows]
 
     def _answers(self, signature, inputs, outputs):
         """The answer rows of `signature` for `inputs` (equal lists by input name), each with
@@ -217,13 +161,15 @@ class TranslationClient:
         """Where translations are asked for, as errors name it."""
         return self.target
 
-    def _translation(self, row):
+    def _read(self, result, row, signature):
+        """`result` (kt.Translation or kt.Scored) of one answer row; ServingError naming what
+        is missing or malformed."""
         try:
-            return Translation.from_outputs(row)
+            return result.from_outputs(row)
         except KeyError as error:
             raise ServingError(
                 f"{self.endpoint}: the answer lacks the output {error.args[0]!r} (signature "
-                f"{self.signature!r}); is it a keras-transformer translator?"
+                f"{signature!r}); is it a keras-transformer translator?"
             ) from None
         except (TypeError, ValueError, AttributeError) as error:
             raise ServingError(f"{self.endpoint}: a malformed answer ({error})") from None
@@ -307,7 +253,8 @@ class RestClient(TranslationClient):
         """One request (POST with a body, else GET) within `timeout` seconds in all: connect,
         send and the whole answer. A socket timeout bounds each read, not their sum, so a timer
         also shuts the connection at the deadline: a server that trickles its answer ends the
-        call too."""
+        call too. The deadline is checked after connecting (the timer may fire before there is
+        a socket to shut) and after reading (a shut socket reads as the answer's end)."""
         parts = urllib.parse.urlsplit(url)
         connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
         expired = threading.Event()
@@ -322,6 +269,9 @@ class RestClient(TranslationClient):
         timer.daemon = True
         timer.start()
         try:
+            connection.connect()
+            if expired.is_set():
+                raise TimeoutError
             connection.request(
                 "GET" if body is None else "POST",
                 parts.path + (f"?{parts.query}" if parts.query else ""),
@@ -330,10 +280,12 @@ class RestClient(TranslationClient):
             )
             response = connection.getresponse()
             status, text = response.status, response.read().decode("utf-8", "replace")
+            if expired.is_set():
+                raise TimeoutError
         except (OSError, http.client.HTTPException) as error:
             if expired.is_set() or isinstance(error, TimeoutError):
                 raise ServingError(
-                    f"{url}: no answer within {timeout:.3g} s", code="DEADLINE_EXCEEDED"
+                    f"{url}: no answer within {self.timeout:g} s", code="DEADLINE_EXCEEDED"
                 ) from error
             if isinstance(error, http.client.HTTPException):  # broke off mid-answer
                 raise _Unavailable(f"{type(error).__name__}: {error}") from error
@@ -417,11 +369,9 @@ class GrpcClient(TranslationClient):
                 f"{self.target}: the answer lacks one of the outputs {', '.join(outputs)} "
                 f"(signature {request.model_spec.signature_name!r})"
             )
-        answer = {name: tf.make_ndarray(proto) for name, proto in response.outputs.items()}
-        return [
-            {name: value[row] for name, value in answer.items()}
-            for row in range(len(answer[outputs[0]]))
-        ]
+        return per_sentence(
+            {name: tf.make_ndarray(proto) for name, proto in response.outputs.items()}
+        )
 
     def _status(self, timeout):
         from tensorflow_serving.apis import get_model_status_pb2
@@ -458,7 +408,7 @@ class GrpcClient(TranslationClient):
                 raise _Unavailable(error.details()) from error
             if code == self._grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise ServingError(
-                    f"{self.target}: no answer within {timeout:.3g} s", code=code.name
+                    f"{self.target}: no answer within {self.timeout:g} s", code=code.name
                 ) from error
             raise ServingError(
                 f"{self.target}: {code.name}: {error.details()}", code=code.name
@@ -582,12 +532,11 @@ def main(argv=None, stdin=None):
             if args.target_prefix is not None:
                 prefixes = [args.target_prefix] * len(sentences)
             results = client.translate(sentences, prefixes)
-            lines = [f"{r.score:.4f}\t{r.translation}" if args.scores else r.translation
-                     for r in results]  # fmt: skip
+            lines = [f"{r.score:.4f}\t{r.text}" if args.scores else r.text for r in results]
         print("\n".join(lines))
         # The server answers every sentence; one that it had to cut fails the command, after
         # the answers are shown (the server says how long a sentence it holds: not here).
-        flags.refuse_cut(args, SERVED, results, answered=True)
+        refuse_cut_inputs(args, SERVED, results, answered=True)
     except (ValueError, TypeError, ServingError) as error:
         console.fail(error)
     finally:

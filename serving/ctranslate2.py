@@ -118,21 +118,16 @@ def convert(model, tokenizer_path, out_dir, quantization="none"):
     """Writes the CTranslate2 model of `model` (with its sentencepiece model) to `out_dir`,
     which must not exist; returns it."""
     from keras_transformer.exports import CTRANSLATE2_LIMITS_FILE, TOKENIZER_FILE
-    from keras_transformer.tokenizer import checked_processor
+    from keras_transformer.tokenizer import SubwordTokenizer
 
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"--quantization {quantization!r}: choose one of {QUANTIZATIONS}")
     out_dir = pathlib.Path(out_dir)
     if out_dir.exists():
         raise FileExistsError(f"{out_dir} exists; choose another --output or remove it")
-    processor = checked_processor(pathlib.Path(tokenizer_path).read_bytes())
-    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
-    if len(pieces) != model.config.vocab_size:
-        raise ValueError(
-            f"{tokenizer_path} has {len(pieces)} pieces; the model's vocab_size is "
-            f"{model.config.vocab_size}"
-        )
-    spec = transformer_spec(model, pieces)
+    tokenizer = SubwordTokenizer.load(tokenizer_path)
+    model.config.check_tokenizer(tokenizer)
+    spec = transformer_spec(model, [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)])
     spec.register_file(str(tokenizer_path), TOKENIZER_FILE)
     spec.validate()
     spec.optimize(quantization=None if quantization == "none" else quantization)

@@ -25,15 +25,15 @@ def build_parser():
 @console.program
 def main(argv=None):
     args = flags.parse(build_parser(), argv)
-    from keras_transformer_cli.engines import load_engine
     from keras_transformer_cli.files import write_text_atomically
+    from keras_transformer_cli.translators import refuse_cut_inputs, translator_for
 
     try:
-        sources = flags.read_lines(args.source, "--source")
+        sources = flags.read_flag_lines(args.source, "--source")
         targets = flags.read_targets(args, sources)
-        engine = load_engine(args.model, args.tokenizer, alpha=args.alpha)
-        scored = engine.score(sources, targets)
-        flags.refuse_cut(args, engine, scored)
+        translator = translator_for(args.model, args.tokenizer, alpha=args.alpha)
+        scored = translator.score(sources, targets)
+        refuse_cut_inputs(args, translator, scored)
     except ValueError as error:
         console.fail(error)
     lines = [result.line(args.normalized, args.tokens) + "\n" for result in scored]

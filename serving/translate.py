@@ -28,14 +28,14 @@ def build_parser():
 def main(argv=None, stdin=None):
     args = flags.parse(build_parser(), argv)
     from keras_transformer.inference import TooManyHypotheses, check_n_best
-    from keras_transformer_cli.engines import load_engine
+    from keras_transformer_cli.translators import refuse_cut_inputs, translator_for
 
     try:
         sentences = flags.read_sentences(args, stdin or sys.stdin)
-        engine = load_engine(
+        translator = translator_for(
             args.model, args.tokenizer, args.beam_size, args.alpha, args.extra_length
         )
-        check_n_best(args.n_best, engine.nbest, engine.description)
+        check_n_best(args.n_best, translator.nbest, translator.description)
     except TooManyHypotheses as error:
         console.fail(
             f"--n-best {error.n_best}: {error.description} keeps the {error.kept} best "
@@ -46,11 +46,11 @@ def main(argv=None, stdin=None):
         console.fail(error)
     prefixes = None if args.target_prefix is None else [args.target_prefix] * len(sentences)
     try:
-        translations = engine.translate(sentences, n_best=args.n_best, target_prefix=prefixes)
+        translations = translator.translate(sentences, n_best=args.n_best, target_prefix=prefixes)
         best = (
             translations if args.n_best is None else [hypotheses[0] for hypotheses in translations]
         )
-        flags.refuse_cut(args, engine, best)
+        refuse_cut_inputs(args, translator, best)
     except ValueError as error:  # an export without the prefixed signature; an input too long
         console.fail(error)
     if args.n_best is not None:

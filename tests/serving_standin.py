@@ -12,7 +12,7 @@ It implements what the clients and the tests use, the way the server answers it:
 and errors as {"error": "..."} with the HTTP status the server maps its error code to, in the
 order the server checks (JSON, then model and version, then signature, then the inputs).
 Test hooks: `fail_next(n)` answers the next n calls with UNAVAILABLE, `delay` holds every
-answer back, `trickle` (seconds) sends each REST answer one byte at a time, that far apart.
+answer back.
 """
 
 import concurrent.futures
@@ -103,7 +103,7 @@ class ModelServerStandIn:
         found = sorted(int(p.name) for p in self.base_path.iterdir() if p.name.isdigit())
         self.servables = {v: Servable(self.base_path / str(v)) for v in (versions or found)}
         self.labels = dict(labels or {})
-        self.delay, self.trickle, self._failures, self.calls = 0.0, 0.0, 0, 0
+        self.delay, self._failures, self.calls = 0.0, 0, 0
         self._lock = threading.Lock()
 
     # The model server's behaviour, shared by both protocols.
@@ -344,28 +344,11 @@ class ModelServerStandIn:
                 except ServingFailure as failure:
                     status, answer = HTTP_STATUS.get(failure.code, 500), {"error": failure.message}
                 data = json.dumps(answer).encode("utf-8")
-                if stand_in.trickle:
-                    return self._trickle(status, data)
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
-
-            def _trickle(self, status, data):
-                """The whole answer, status line first, a byte at a time."""
-                head = (
-                    f"HTTP/1.1 {status} {self.responses[status][0]}\r\nContent-Type: "
-                    f"application/json\r\nContent-Length: {len(data)}\r\n\r\n"
-                )
-                try:
-                    for byte in head.encode("ascii") + data:
-                        self.wfile.write(bytes([byte]))
-                        self.wfile.flush()
-                        time.sleep(stand_in.trickle)
-                except OSError:  # the client gave up
-                    pass
-                self.close_connection = True
 
             def log_message(self, *args):
                 pass

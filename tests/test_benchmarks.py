@@ -20,6 +20,9 @@ HEADINGS = (
     "## Peak resident host memory",
 )
 
+# A commit of this repository whose library has no relu_dropout.
+OLD_LIBRARY = "d3ad441006d7079812637dae16b27d91fd4ceb3e"
+
 
 def assert_report(text):
     """Every section is there, and every line of prose is whole sentences (a paragraph is one
@@ -94,7 +97,7 @@ def test_a_before_code_this_clone_lacks_is_a_usage_error(capsys):
     assert stop.value.code == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("error: --before-code no-such-commit: not a commit of the clone")
-    assert "--before-code none" in error and len(error.splitlines()) == 1
+    assert "leave --before-code out" in error and len(error.splitlines()) == 1
     # Under bfloat16 the earlier library's float32 export would not be the same model.
     with pytest.raises(SystemExit) as stop:
         bench.main(
@@ -104,36 +107,36 @@ def test_a_before_code_this_clone_lacks_is_a_usage_error(capsys):
     error = capsys.readouterr().err.strip()
     assert error == (
         "error: --before-code exports the model again in float32; with --mixed-precision bf16 "
-        "pass --before-code none"
+        "leave --before-code out"
     )
 
 
 def test_an_export_the_before_code_cannot_make_is_named(tmp_path, capsys):
-    """The library at --before-code's default commit has no relu_dropout: a model that sets it
-    cannot be exported by it, and the run ends naming the commit and the field."""
+    """The library at a commit without relu_dropout (OLD_LIBRARY) cannot export a model that sets
+    it: the run ends naming the commit and the field."""
     import numpy as np
 
     import keras_transformer as kt
 
-    if bench.git_commit(bench.BEFORE_CODE) is None:
-        pytest.skip(f"this clone lacks the history of {bench.BEFORE_CODE[:10]} (a shallow clone)")
+    if bench.git_commit(OLD_LIBRARY) is None:
+        pytest.skip(f"this clone lacks the history of {OLD_LIBRARY[:10]} (a shallow clone)")
     config = kt.TransformerConfig.preset("tiny", vocab_size=64, relu_dropout=0.1)
     model = kt.build_transformer(config)
     model({"source": np.ones((1, 3), "int32"), "target": np.ones((1, 3), "int32")})
     with pytest.raises(SystemExit) as stop:
-        bench.export_before(tmp_path, model, tmp_path / "tokenizer.model", bench.BEFORE_CODE)
+        bench.export_before(tmp_path, model, tmp_path / "tokenizer.model", OLD_LIBRARY)
     assert stop.value.code == 1
     error = capsys.readouterr().err.strip()
-    assert error.startswith(f"error: --before-code {bench.BEFORE_CODE[:10]}: that commit's library")
+    assert error.startswith(f"error: --before-code {OLD_LIBRARY[:10]}: that commit's library")
     assert "has no config field for {'relu_dropout': 0.1}" in error
     assert len(error.splitlines()) == 1
 
 
 def test_report_renders_the_committed_results_without_measuring(tmp_path, capsys):
     """The committed README is what `python -m benchmarks.report` renders from the committed
-    results.json; its served path (issue 40) has batches 64, 8 and 1, the code before issue 40
-    ("SavedModel before") and after in one run under every TensorFlow setting, the caches
-    compared and both profiles."""
+    results.json; its served path has batches 64, 8 and 1, the SavedModel of an earlier
+    library ("SavedModel before", `--before-code`) and of this one in one run under every
+    TensorFlow setting, the caches compared and both profiles."""
     output = tmp_path / "README.md"
     report.main(["--results", str(ROOT / "benchmarks/results.json"), "--output", str(output)])
     text = output.read_text(encoding="utf-8")
@@ -144,7 +147,7 @@ def test_report_renders_the_committed_results_without_measuring(tmp_path, capsys
     assert "| batch 64 ms/sentence | batch 8 ms/sentence | batch 1 ms/sentence |" in header
     for setting in bench.TF_SETTINGS:
         assert f"| beam 4 | SavedModel before | {setting} |" in text
-    assert f"exported by the library at commit {bench.BEFORE_CODE[:10]} (" in text
+    assert "exported by the library at commit " in text
     assert "| preallocated-bound |" in text and "### Growing or preallocated caches" in text
     assert "(beam 4, batch 64)" in text and "(beam 4, batch 1)" in text
     capsys.readouterr()
@@ -153,7 +156,7 @@ def test_report_renders_the_committed_results_without_measuring(tmp_path, capsys
 
 
 def test_report_adds_an_earlier_runs_figures(tmp_path, monkeypatch):
-    """`--before RESULTS.json` (an earlier run, here the 2026-11-24 one kept for this) gives the
+    """`--before RESULTS.json` (an earlier run: the one kept in benchmarks/ for this) gives the
     decoding, SavedModel and served-path rows that run's figures and the speed-up over them."""
     monkeypatch.chdir(ROOT)
     output = tmp_path / "README.md"
@@ -226,21 +229,35 @@ def test_benchmark_parts_are_checked(capsys):
     assert "--parts: invalid choice: 'speed'" in capsys.readouterr().err
 
 
-def test_the_served_model_is_the_demos():
-    """The served path times a model of the demo's shape and vocabulary (the Makefile's
-    DEMO_SETTINGS): CTranslate2's step and ours scale differently with both, so a served path
-    timed on another model would not say what `make demo` serves."""
-    import re
-    import shlex
+def test_make_demo_trains_with_the_settings_of_demo_flags():
+    """demo.flags is the one place of the demo's settings: `make demo` passes its flags to
+    `training.train`, as the quality report and the benchmarks read them."""
+    import subprocess
 
+    from benchmarks import demo_settings
+
+    shown = subprocess.run(
+        ["make", "-n", "demo"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    (training,) = [line for line in shown.splitlines() if " -m training.train " in line]
+    assert f" -m training.train {' '.join(demo_settings.demo_flags())} --max-minutes " in training
+
+
+def test_the_gpu_demo_run_is_the_demos_model_with_a_gpu_s_batch():
+    """benchmarks.gpu trains the demo's model (demo.flags) with its own batch and dropout on
+    binarized data, which brings its own vocabulary and phrase mixture: what it passes
+    `training.train` must parse and pass the plan's checks."""
+    from benchmarks import demo_settings, gpu
     from training import train
-    from training.plan import parse_overrides
+    from training.plan import TrainingPlan
 
-    makefile = (ROOT / "Makefile").read_text()
-    demo = shlex.split(re.search(r"^DEMO_SETTINGS \?= (.*)$", makefile, re.M).group(1))
-    args = train.build_parser().parse_args([*demo, "--run-dir", "run"])
-    overrides = parse_overrides(args.overrides)
-    preset, size = bench.DEMO_SIZE
-    assert (args.preset, args.vocab_size) == (preset, bench.DEMO_VOCABULARY)
-    shape = ("d_model", "d_ff", "num_layers", "dropout")
-    assert {name: size[name] for name in shape} == {name: overrides[name] for name in shape}
+    words = ["--dataset", "binarized:data", *gpu.gpu_demo_flags(), "--run-dir", "run"]
+    plan = TrainingPlan.from_flags(train.build_parser().parse_args(words))
+    demo = demo_settings.demo_plan()
+    assert plan.model.preset == demo.model.preset
+    assert plan.config_overrides == {
+        **demo.config_overrides,
+        "dropout": 0.1,
+        "tokens_per_batch": 12000,
+    }
+    assert not plan.data.phrases and plan.data.vocab_size is None

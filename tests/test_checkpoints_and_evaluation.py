@@ -13,10 +13,10 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from keras_transformer_cli import checkpoints, run_dir
+from keras_transformer_cli.checkpoints import Backup, StepCheckpoints, TrainingDiverged
 from keras_transformer_cli.versions import export_for_serving
 from training import average_checkpoints, evaluate
 from training.callbacks import StopOnNaN
-from training.checkpointing import Backup, StepCheckpoints, TrainingDiverged
 
 CONFIG = kt.TransformerConfig.preset("tiny", vocab_size=40, num_layers=1)
 

@@ -44,6 +44,8 @@ def test_overrides_and_dict_round_trip():
     config = TransformerConfig.preset("base", vocab_size=37000, num_layers=4, d_ff=1024, key_dim=32)
     assert (config.num_layers, config.d_ff, config.key_dim, config.d_model) == (4, 1024, 32, 512)
     assert TransformerConfig.from_dict(config.to_dict()) == config
+    recorded = TransformerConfig.preset("tiny", vocab_size=300, tokenizer_sha256="0f" * 32)
+    assert TransformerConfig.from_dict(recorded.to_dict()).tokenizer_sha256 == "0f" * 32
 
 
 @pytest.mark.parametrize(
@@ -68,6 +70,9 @@ def test_overrides_and_dict_round_trip():
         ({"learning_rate_scale": 0}, "learning_rate_scale must be a positive number, got 0"),
         ({"learning_rate_scale": "2"}, "learning_rate_scale must be a positive number, got '2'"),
         ({"layers": 3}, r"unknown config field\(s\) \['layers'\]"),
+        ({"tokenizer_sha256": "0f" * 31}, "tokenizer_sha256 must be None or the 64 lowercase hex"),
+        ({"tokenizer_sha256": "0F" * 32}, "tokenizer_sha256 must be None or the 64 lowercase hex"),
+        ({"tokenizer_sha256": b"0f" * 32}, "tokenizer_sha256 must be None or the 64 lowercase hex"),
     ],
 )
 def test_invalid_values_name_the_field(overrides, message):

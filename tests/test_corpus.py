@@ -3,6 +3,7 @@
 import pytest
 
 from keras_transformer.data import CorpusError, read_parallel_files, read_translate_folder, read_tsv
+from keras_transformer.data.corpus import read_lines
 
 
 def write(path, text, encoding="utf-8"):
@@ -71,9 +72,44 @@ def test_tsv_line_without_tab_names_file_and_line(tmp_path):
         read_tsv(path)
 
 
-def test_invalid_utf8_names_file_and_line(tmp_path):
-    path = write(tmp_path / "pairs.tsv", b"ok\tfine\nbad \xff byte\there\n")
-    with pytest.raises(CorpusError, match=r"pairs.tsv:2: invalid UTF-8 at byte 4"):
+@pytest.mark.parametrize(
+    "data, lines",
+    [
+        (b"\xef\xbb\xbfHallo.\nWelt.\n", ["Hallo.", "Welt."]),  # a byte-order mark: dropped
+        (b"eins\r\nzwei\r\n", ["eins", "zwei"]),  # CRLF
+        (b"no final newline", ["no final newline"]),
+        (b"a\n\nb\n", ["a", "", "b"]),  # an empty line stays a line
+        (b"", []),
+        (
+            "a\u2028b\u2029c\x0bd\x0ce\x1cf\x1dg\x1eh\x85i\n".encode(),
+            ["a\u2028b\u2029c\x0bd\x0ce\x1cf\x1dg\x1eh\x85i"],
+        ),
+        ("x\ry\n\ufeffz\n".encode(), ["x\ry", "\ufeffz"]),  # a lone \r; a mark past the start
+    ],
+)
+def test_a_text_file_is_one_sentence_per_line_split_at_newlines_only(tmp_path, data, lines):
+    """The one rule by which every reader of sentences (corpora, --source, --target, stdin)
+    splits a file: at \\n alone, whatever else str.splitlines would split at kept inside the
+    sentence, so that line N of the output answers line N of the input."""
+    assert read_lines(write(tmp_path / "text.txt", data)) == lines
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (
+            b"ok\nbad \xff byte\n",
+            r"text.txt:2: not UTF-8 \(byte 5 of the line, in b'bad \\xff byte'\)",
+        ),
+        (b"\xef\xbb\xbf\xc3(\n", r"text.txt:1: not UTF-8 \(byte 1 of the line"),
+        (b"a\nb\nc\xe2\x82", r"text.txt:3: not UTF-8 \(byte 2 of the line"),  # cut at the end
+    ],
+)
+def test_bytes_that_are_not_utf8_are_refused_naming_file_and_line(tmp_path, data, message):
+    path = write(tmp_path / "text.txt", data)
+    with pytest.raises(CorpusError, match=message + r".*convert it to UTF-8"):
+        read_lines(path)
+    with pytest.raises(CorpusError, match=message):
         read_tsv(path)
 
 
@@ -82,11 +118,6 @@ def test_missing_file(tmp_path):
         read_tsv(tmp_path / "nowhere.tsv")
     with pytest.raises(CorpusError, match=r"de.test.txt: no such file"):
         read_translate_folder(tmp_path, "test", "de", "en")
-
-
-def test_byte_order_mark_is_not_part_of_the_first_sentence(tmp_path):
-    path = write(tmp_path / "pairs.tsv", "\ufeffHallo.\tHello.\n")
-    assert read_tsv(path).pairs == [("Hallo.", "Hello.")]
 
 
 def test_a_corpus_with_every_line_skipped_is_an_empty_dataset(tmp_path, tokenizer):

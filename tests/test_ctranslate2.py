@@ -239,7 +239,7 @@ def test_converter_errors_name_the_field(tokenizer, tmp_path, capsys):
         convert(kt.build_transformer(config), path, tmp_path / "out")
     other = kt.build_transformer(kt.TransformerConfig.preset("tiny", vocab_size=500))
     with pytest.raises(
-        ValueError, match=f"has {tokenizer.vocab_size} pieces; the model's vocab_size is 500"
+        ValueError, match=f"has {tokenizer.vocab_size} pieces but the model's vocab_size is 500"
     ):
         convert(other, path, tmp_path / "out")
     (tmp_path / "taken").mkdir()

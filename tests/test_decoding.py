@@ -8,7 +8,7 @@ import tensorflow as tf
 from conftest import random_ids
 
 import keras_transformer as kt
-from keras_transformer.decoding import Beam, Greedy, StepState, decode, top_k
+from keras_transformer.decoding import Beam, Greedy, StepState, search_over_steps, top_k
 
 NO_STATE = StepState((), ())  # the toy decoders keep no state
 
@@ -177,7 +177,7 @@ def test_beam_search_finds_the_best_hypothesis_by_brute_force(seed):
     table = np.random.default_rng(seed).normal(scale=2.0, size=(limit, vocab, vocab))
     best, best_tokens = brute_force_best(table, limit, alpha)
     # 4 allowed tokens (no pad, no bos): a beam of 4^3 never prunes a prefix.
-    ids, scores = decode(
+    ids, scores = search_over_steps(
         Beam(beam_size=64, alpha=alpha),
         markov_step(table),
         NO_STATE,
@@ -197,15 +197,21 @@ def test_sentences_leave_the_batch_without_changing_any_result():
     limits = tf.constant([5, 3, 7])
     searches = {
         static: (
-            decode(Beam(3, 0.6), markov_step(table), NO_STATE, 3, limits, 8, None, None, static),
-            decode(Greedy(), markov_step(table), NO_STATE, 3, limits, 8, static_shapes=static),
+            search_over_steps(
+                Beam(3, 0.6), markov_step(table), NO_STATE, 3, limits, 8, None, None, static
+            ),
+            search_over_steps(
+                Greedy(), markov_step(table), NO_STATE, 3, limits, 8, static_shapes=static
+            ),
         )
         for static in (True, False)
     }
     for dynamic, static in zip(tf.nest.flatten(searches[False]), tf.nest.flatten(searches[True])):
         np.testing.assert_array_equal(dynamic, static)
     for b in range(3):
-        alone = decode(Beam(3, 0.6), markov_step(table), NO_STATE, 1, limits[b : b + 1], 8)
+        alone = search_over_steps(
+            Beam(3, 0.6), markov_step(table), NO_STATE, 1, limits[b : b + 1], 8
+        )
         np.testing.assert_array_equal(alone[0][0], searches[False][0][0][b])
         np.testing.assert_array_equal(alone[1][0], searches[False][0][1][b])
 
@@ -233,7 +239,7 @@ def test_early_termination_never_cuts_a_better_alive_hypothesis():
     table[1, 1, [3, 5]] = np.log([0.5, 0.5 - 1e-6])  # a -> eos, c
     table[1, 4, [3, 5]] = np.log([0.5, 0.5])  # b -> eos, c
     table[2:, :, 3] = np.log(1 - 1e-6)  # then eos
-    ids, scores = decode(
+    ids, scores = search_over_steps(
         Beam(beam_size=2, alpha=0.6), markov_step(table), NO_STATE, 1, tf.constant([limit]), limit
     )
     assert strip(ids.numpy()[0, 0]) == [1, 5, 3]
@@ -244,9 +250,11 @@ def test_each_sentence_stops_at_its_own_bound():
     table = np.zeros((20, 6, 6))
     table[:, :, EOS] = -30.0  # eos is (almost) never chosen
     limits = tf.constant([3, 7])
-    tokens = decode(Greedy(), markov_step(table), NO_STATE, 2, limits, 20)[0][:, 0]
+    tokens = search_over_steps(Greedy(), markov_step(table), NO_STATE, 2, limits, 20)[0][:, 0]
     assert [len(strip(row)) for row in tokens.numpy()] == [3, 7]
-    ids, _ = decode(Beam(beam_size=3, alpha=0.6), markov_step(table), NO_STATE, 2, limits, 20)
+    ids, _ = search_over_steps(
+        Beam(beam_size=3, alpha=0.6), markov_step(table), NO_STATE, 2, limits, 20
+    )
     assert [len(strip(row)) for row in ids.numpy()[:, 0]] == [3, 7]
 
 
@@ -278,9 +286,13 @@ def test_a_non_empty_source_never_gets_an_empty_translation():
     table = np.zeros((6, 6, 6))
     table[:, :, EOS] = 3.0
     min_lengths, limits = tf.constant([1, 0]), tf.constant([6, 6])
-    tokens = decode(Greedy(), markov_step(table), NO_STATE, 2, limits, 6, min_lengths)[0][:, 0]
+    tokens = search_over_steps(Greedy(), markov_step(table), NO_STATE, 2, limits, 6, min_lengths)[
+        0
+    ][:, 0]
     assert [len(strip(row)) for row in tokens.numpy()] == [2, 1]  # one token then eos; eos
-    ids, scores = decode(Beam(3, 0.6), markov_step(table), NO_STATE, 2, limits, 6, min_lengths)
+    ids, scores = search_over_steps(
+        Beam(3, 0.6), markov_step(table), NO_STATE, 2, limits, 6, min_lengths
+    )
     assert [len(strip(row)) for row in ids.numpy()[:, 0]] == [2, 1]
     assert np.isfinite(scores.numpy()[:, 0]).all()
     # Through the public functions, with a model whose every output is eos: the last decoder

@@ -12,7 +12,7 @@ from test_decoding import NO_STATE, markov_step, source_batch, strip
 from test_export import OP_SCRIPT, run_python
 
 import keras_transformer as kt
-from keras_transformer.decoding import decode
+from keras_transformer.decoding import search_over_steps
 from keras_transformer.decoding.constraints import prepare
 from keras_transformer.exports import read_search_settings
 
@@ -37,9 +37,13 @@ def test_a_penalty_makes_the_groups_first_tokens_differ():
     each group's first token is one the groups before it did not choose."""
     table = np.random.default_rng(5).normal(scale=2.0, size=(8, 9, 9))
     limits = tf.constant([6, 8, 4])
-    same, _ = decode(kt.DiverseBeam(4, 4, 0.0), markov_step(table), NO_STATE, 3, limits, 8)
+    same, _ = search_over_steps(
+        kt.DiverseBeam(4, 4, 0.0), markov_step(table), NO_STATE, 3, limits, 8
+    )
     assert all(len({tuple(row) for row in hypotheses}) == 1 for hypotheses in same.numpy())
-    ids, _ = decode(kt.DiverseBeam(4, 4, 100.0), markov_step(table), NO_STATE, 3, limits, 8)
+    ids, _ = search_over_steps(
+        kt.DiverseBeam(4, 4, 100.0), markov_step(table), NO_STATE, 3, limits, 8
+    )
     assert all(len(set(hypotheses[:, 0])) == 4 for hypotheses in ids.numpy())
 
 
@@ -51,7 +55,7 @@ def test_sentences_leave_the_batch_without_changing_the_groups_results():
     limits = tf.constant([5, 3, 7])
     search = kt.DiverseBeam(6, 3, 1.5, alpha=0.6)
     (static_ids, static_scores), (ids, scores) = (
-        decode(search, markov_step(table), NO_STATE, 3, limits, 8, static_shapes=static)
+        search_over_steps(search, markov_step(table), NO_STATE, 3, limits, 8, static_shapes=static)
         for static in (True, False)
     )
     np.testing.assert_array_equal(ids, static_ids)
@@ -97,7 +101,7 @@ def test_settings_are_checked(number_translator):
     with pytest.raises(ValueError, match="alpha=1.0 differs from the search's: DiverseBeam"):
         kt.Translator(model, tokenizer, alpha=1.0, search=kt.DiverseBeam(6, 2, 1.0))
     with pytest.raises(ValueError, match="give either `search` or `sampling`"):
-        kt.Translator(model, tokenizer, search=kt.DiverseBeam(), sampling=kt.Sampling())
+        kt.Translator(model, tokenizer, search=kt.DiverseBeam(), sampling=kt.SamplingSettings())
 
 
 @pytest.mark.slow

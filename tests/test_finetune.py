@@ -12,12 +12,15 @@ import numpy as np
 import pytest
 from conftest import ENGLISH_NUMBERS, GERMAN_NUMBERS
 
+from keras_transformer.digests import sha256_of
 from keras_transformer_cli import checkpoints
+from keras_transformer_cli.checkpoints import current_step
 from keras_transformer_cli.run_dir import load_model
-from training import checkpointing, summary, train
-from training.checkpointing import current_step
+from training import summary, train, validation
+from training.context import opened
+from training.finish import average_description
+from training.fit import fit
 from training.plan import TrainingPlan
-from training.trainer import Trainer, average_description
 
 NUMBERS = (GERMAN_NUMBERS, ENGLISH_NUMBERS)
 
@@ -67,18 +70,18 @@ def flags_for(root, run_dir, *extra):
 
 
 def trained(argv):
-    """The model of a run trained in this process, without its end (averaging, export)."""
-    trainer = Trainer(TrainingPlan.from_flags(train.build_parser().parse_args(argv)))
-    with trainer.prepared():
-        return trainer.train(), trainer
+    """The model of a run trained in this process, without its end (averaging, export), and
+    the run's context."""
+    with opened(TrainingPlan.from_flags(train.build_parser().parse_args(argv))) as context:
+        return fit(context), context
 
 
-def validation_loss(model, trainer):
+def validation_loss(model, context):
     from keras_transformer.data import Corpus, make_batches
     from training.metrics import validation_loss
 
     pairs = task_b_pairs(40, 11)
-    return validation_loss(model, make_batches(Corpus(pairs).dataset(), trainer.tokenizer, 512, 32))
+    return validation_loss(model, make_batches(Corpus(pairs).dataset(), context.tokenizer, 512, 32))
 
 
 @pytest.mark.slow
@@ -90,12 +93,15 @@ def test_fine_tuned_model_beats_the_start_and_a_fresh_model_on_new_data(
     losses, nats per token, seeded: 0.53 against 1.41 and 2.85 when written)."""
     root = task_a_model
     steps = ["--steps", "20", "--steps-per-epoch", "20", "--bleu-sentences", "0"]
-    tuned, trainer = trained(
+    tuned, context = trained(
         flags_for(root, tmp_path / "tuned", "--init-from", str(root / "a" / "model.keras"), *steps)
     )
     assert current_step(tuned) == 20
     model_config = number_translator[0].config  # the model's own, and its tokenizer
-    assert trainer.config == dataclasses.replace(model_config, tokens_per_batch=512)
+    tokenizer_sha256 = sha256_of(root / "a" / "tokenizer.model")
+    assert context.config == dataclasses.replace(
+        model_config, tokens_per_batch=512, tokenizer_sha256=tokenizer_sha256
+    )
     fresh, _ = trained(
         flags_for(
             root,
@@ -106,7 +112,7 @@ def test_fine_tuned_model_beats_the_start_and_a_fresh_model_on_new_data(
         )
     )
     losses = {
-        name: validation_loss(model, trainer)
+        name: validation_loss(model, context)
         for name, model in (("start", number_translator[0]), ("tuned", tuned), ("fresh", fresh))
     }
     assert losses["tuned"] < 0.5 * min(losses["start"], losses["fresh"]), losses
@@ -115,7 +121,7 @@ def test_fine_tuned_model_beats_the_start_and_a_fresh_model_on_new_data(
 SCRIPT = {2: 3.0, 4: 2.0, 6: 2.5, 8: 2.4, 10: 1.0}  # the validation loss at each step
 
 
-def scripted_figure(trainer, model):
+def scripted_figure(context, model):
     """The validation loss of SCRIPT at the model's step (9.0 for the final average)."""
     return SCRIPT[current_step(model)] if model.optimizer else 9.0
 
@@ -130,7 +136,7 @@ def test_best_kept_apart_exported_early_stop_and_resume(
     --init-from model gone (the resume reads its own backup): the counter of validations without
     improvement resumes at 1, so the run stops early at step 8 and exports; run again, it is
     finished."""
-    monkeypatch.setattr(Trainer, "validation_figure", scripted_figure)
+    monkeypatch.setattr(validation, "figure", scripted_figure)
     root, out = task_a_model, tmp_path / "run"
     model_a = tmp_path / "a" / "model.keras"
     model_a.parent.mkdir()
@@ -197,7 +203,7 @@ def test_a_best_checkpoint_written_after_the_backup_is_dropped_on_resume(tmp_pat
     for step in (4, 8):
         np.savez(checkpoints.checkpoint_path(tmp_path, step), w=np.zeros(1))
     state = checkpoints.BestState("bleu", step=4, value=7.5, since=1)
-    checkpointing.KeepBest(tmp_path, state, patience=3).on_train_begin()
+    checkpoints.KeepBest(tmp_path, state, patience=3).on_train_begin()
     assert [p.name for p in checkpoints.list_checkpoints(tmp_path)] == ["step-0000004.weights.npz"]
     assert checkpoints.read_record(tmp_path)["step"] == 4
     assert checkpoints.BestState.from_dict(state.to_dict(), "bleu") == state

@@ -1,8 +1,10 @@
 """`training.train`'s parser is generated from the TrainingPlan's fields (`flags.add_dataclass`):
 each setting has one flag, with the field's default and a help, and the parsed flags make the
-plan back. Fast: nothing trains."""
+plan back; and the programs read the files their flags name by one rule. Fast: nothing trains."""
 
 import dataclasses
+import importlib
+import io
 
 import pytest
 
@@ -92,3 +94,34 @@ def test_sections_are_the_help_s_groups_and_steps_exclude_epochs(tmp_path, capsy
     args = parser.parse_args(["--run-dir", str(tmp_path), "--checkpoint-every", "7"])
     plan = TrainingPlan.from_flags(args)
     assert (plan.checkpoints.every, plan.checkpoint_interval) == (7, 7)
+
+
+@pytest.mark.parametrize(
+    "program, arguments, stdin, message",
+    [
+        ("serving.translate", ["--source", "{bad}"], None, "--source {bad}:3: not UTF-8 (byte 5"),
+        ("serving.score", ["--source", "{good}", "--target", "{bad}"], None, "--target {bad}:3:"),
+        ("serving.score", ["--source", "{bad}", "--target", "{good}"], None, "--source {bad}:3:"),
+        ("training.evaluate", ["--source", "{good}", "--reference", "{bad}"], None, "--reference"),
+        ("serving.translate", [], b"eins\nzwei\ndrei \xff\n", "standard input:3: not UTF-8"),
+        ("serving.translate", ["eins", "zwei \udcff"], None, "sentence 2 of the arguments:"),
+        ("serving.translate", ["--source", "{missing}"], None, "--source {missing}: no such file"),
+    ],
+)
+def test_programs_refuse_text_that_is_not_utf8_naming_the_flag_file_and_line(
+    program, arguments, stdin, message, tmp_path, capsys
+):
+    """The programs read sentences by the one rule of `keras_transformer.data.corpus`
+    (`split_lines`) before they open the model, and refuse bytes that are not UTF-8 naming the
+    flag, file and line (stdin: its line; an argument: its number)."""
+    files = {"bad": tmp_path / "bad.de", "good": tmp_path / "good.de", "missing": tmp_path / "no"}
+    files["bad"].write_bytes(b"eins\nzwei\ndrei\xff vier\n")
+    files["good"].write_bytes(b"eins\nzwei\ndrei\n")
+    argv = ["--model", str(tmp_path / "no-model"), *(a.format(**files) for a in arguments)]
+    given = {} if stdin is None else {"stdin": io.TextIOWrapper(io.BytesIO(stdin))}
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(program).main(argv, **given)
+    assert exit_info.value.code == 1
+    error = capsys.readouterr().err
+    assert f"error: {message.format(**files)}" in error
+    assert "not UTF-8" in error or "no such file" in error

@@ -6,8 +6,8 @@ import ast
 import importlib
 import json
 import pathlib
-import re
 import shlex
+import subprocess
 
 import pytest
 from conftest import run_python
@@ -22,7 +22,7 @@ ALLOWED = {
     "keras_transformer_cli": {"keras_transformer"},
     "training": {"keras_transformer", "keras_transformer_cli"},
     "serving": {"keras_transformer", "keras_transformer_cli"},
-    # the benchmarks measure the programs: the quality study drives the Trainer, the speed
+    # the benchmarks measure the programs: the quality study drives the training run, the speed
     # tables the CTranslate2 converter
     "benchmarks": {"keras_transformer", "keras_transformer_cli", "training", "serving"},
 }
@@ -222,14 +222,17 @@ def test_the_summary_s_commands_parse(tmp_path):
 
 
 def make_demo_command(program, variables):
-    """The words after `python -m PROGRAM` in the Makefile's `demo` recipe, with each $(NAME) as
-    `make demo NAME=...` sets it (`variables`), or else as the Makefile's `NAME ?= ...` does."""
-    makefile = (ROOT / "Makefile").read_text()
-    recipe = makefile.replace("\\\n", " ").split("\ndemo:", 1)[1].split("\n\n", 1)[0]
-    (line,) = [line for line in recipe.splitlines() if f" -m {program} " in line]
-    defaults = dict(re.findall(r"^(\w+) \?= ?(.*)$", makefile, re.M))
-    line = line.split(f" -m {program} ", 1)[1]
-    return shlex.split(re.sub(r"\$\((\w+)\)", lambda m: variables.get(m[1], defaults[m[1]]), line))
+    """The words after `python -m PROGRAM` in the command `make -n demo NAME=VALUE...` prints
+    (`variables`: {NAME: VALUE}): what the recipe runs, the Makefile's defaults filled in."""
+    assigned = [f"{name}={value}" for name, value in variables.items()]
+    printed = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), "demo", *assigned],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.replace("\\\n", " ")
+    (line,) = [line for line in printed.splitlines() if f" -m {program} " in line]
+    return shlex.split(line.split(f" -m {program} ", 1)[1])
 
 
 @pytest.mark.parametrize(
@@ -291,13 +294,13 @@ def test_the_commands_printed_after_training_parse(tmp_path):
     """The commands a run under another backend than TensorFlow prints, to score and export
     its model (tests/test_train_program.py runs them too)."""
     from training import train
+    from training.finish import next_commands
     from training.plan import TrainingPlan
-    from training.trainer import Trainer
 
     flags = ["--run-dir", str(tmp_path / "a run"), "--dataset", "folder:/data/x y"]
     flags += ["--source-language", "de", "--target-language", "en", "--data-dir", "/cache"]
     plan = TrainingPlan.from_flags(train.build_parser().parse_args(flags))
-    commands = Trainer(plan).next_commands(tmp_path / "a run" / "model.keras")
+    commands = next_commands(plan, tmp_path / "a run" / "model.keras")
     evaluate, export = (parse_command(command) for command in commands)
     assert evaluate.model == tmp_path / "a run" / "model.keras"
     assert (evaluate.dataset, evaluate.source_language, evaluate.target_language) == (
@@ -325,7 +328,7 @@ def test_the_programs_functions_are_short():
 
 
 def test_the_library_s_functions_are_short():
-    """No function of the library runs over 60 lines apart from its docstring (#38)."""
+    """No function of the library runs over 60 lines apart from its docstring."""
     long = []
     for path in sorted((ROOT / "keras_transformer").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -337,3 +340,40 @@ def test_the_library_s_functions_are_short():
             if lines > 60:
                 long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines})")
     assert long == []
+
+
+def test_the_training_program_s_objects_set_their_attributes_in_init():
+    """Every attribute a class of the training program (and of its checkpoints) gives its
+    objects is first set in `__init__` (or is a class attribute): a reader finds them all
+    there."""
+    late = []
+    paths = [
+        *sorted((ROOT / "training").glob("*.py")),
+        ROOT / "keras_transformer_cli/checkpoints.py",
+    ]
+    for path in paths:
+        for cls in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            known = {t.id for s in cls.body for t in assigned(s) if isinstance(t, ast.Name)}
+            methods = [s for s in cls.body if isinstance(s, ast.FunctionDef)]
+            for method in sorted(methods, key=lambda m: m.name != "__init__"):
+                for node in ast.walk(method):
+                    if (
+                        isinstance(node, ast.Attribute)
+                        and isinstance(node.ctx, ast.Store)
+                        and isinstance(node.value, ast.Name)
+                        and node.value.id == "self"
+                        and node.attr not in known
+                    ):
+                        if method.name != "__init__":
+                            late.append(f"{path.name}:{node.lineno} {cls.name}.{node.attr}")
+                        known.add(node.attr)
+    assert late == []
+
+
+def assigned(statement):
+    """The targets a class body's statement assigns."""
+    if isinstance(statement, ast.Assign):
+        return statement.targets
+    return [statement.target] if isinstance(statement, ast.AnnAssign) else []

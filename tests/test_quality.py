@@ -14,7 +14,7 @@ import sys
 import pytest
 from conftest import number_pairs, tiny_flags
 
-from benchmarks import quality, quality_report, quality_runs, quality_train
+from benchmarks import demo_settings, quality, quality_report, quality_runs, quality_train
 from keras_transformer.data import ding
 
 
@@ -299,14 +299,13 @@ def test_list_and_help(tiny_study, capsys):
 
 
 def test_make_demo_trains_and_decodes_as_the_study_chose():
-    """The Makefile's DEMO_SETTINGS are the chosen run's training flags, and its averaging, beam
-    and alpha are the chosen decoding's, in which runs of those flags were tested on two seeds:
-    the demo cannot drift from what the study measured."""
+    """demo.flags, what `make demo` trains, is the chosen run's training flags, and its
+    averaging, beam and alpha are the chosen decoding's, in which runs of those flags were tested
+    on two seeds: the demo cannot drift from what the study measured."""
     from training import train
     from training.plan import parse_overrides
 
-    makefile = (pathlib.Path(quality.__file__).parents[1] / "Makefile").read_text()
-    demo = shlex.split(re.search(r"^DEMO_SETTINGS \?= (.*)$", makefile, re.M).group(1))
+    demo = demo_settings.demo_flags()
     chosen = {run.name: run for run in quality.STUDY}[quality.CHOSEN_RUN]
     assert chosen.seed == 0
 
@@ -446,8 +445,8 @@ def test_every_lever_row_names_scored_runs():
 
 
 def test_the_report_states_the_chosen_settings_and_their_test_split():
-    """The report's chosen settings are the demo's command (as the Makefile's DEMO_SETTINGS
-    trains), and its test split the chosen runs' test scores in the chosen decoding."""
+    """The report's chosen settings are the demo's command (demo.flags, as `make demo` trains),
+    and its test split the chosen runs' test scores in the chosen decoding."""
     from training import train
 
     text = REPORT.read_text()
@@ -455,8 +454,7 @@ def test_the_report_states_the_chosen_settings_and_their_test_split():
     block = chosen.split("```sh\n", 1)[1].split("```", 1)[0]
     words = shlex.split(block.replace("\\\n", " "))
     assert words[:3] == ["python", "-m", "training.train"]
-    makefile = (pathlib.Path(quality.__file__).parents[1] / "Makefile").read_text()
-    demo = shlex.split(re.search(r"^DEMO_SETTINGS \?= (.*)$", makefile, re.M).group(1))
+    demo = demo_settings.demo_flags()
     demo += ["--max-minutes", f"{quality.FULL_MINUTES:g}", "--run-dir", "runs/demo"]
     parser = train.build_parser()
     assert vars(parser.parse_args(words[3:])) == vars(parser.parse_args(demo))

@@ -88,26 +88,46 @@ def test_a_resume_knows_its_tokenizer_by_another_path(tmp_path, monkeypatch):
     """A run recorded --tokenizer's absolute path; resumed from its parent folder with a relative
     path to the same file (as the quality study's score-only child is), it is the same
     vocabulary. Another file is still a vocabulary mismatch naming the flags."""
-    from keras_transformer_cli.checkpoints import RunError
-    from keras_transformer_cli.run_dir import RunDirectory, RunState
+    from keras_transformer_cli.run_dir import RunDirectory, RunError, RunState
+    from training.plan import TrainingPlan
 
     for name in ("tokenizer.model", "other.model"):
         (tmp_path / name).write_bytes(b"pieces")
     recorded = {"vocabulary": {"tokenizer": str(tmp_path / "tokenizer.model")}}
     state = RunState(RunDirectory(tmp_path / "run"), recorded, 0, None)
     monkeypatch.chdir(tmp_path)
-    state.check({"vocabulary": {"tokenizer": "tokenizer.model"}}, 1, "--steps 1")
+    flag_of = TrainingPlan.flag_of
+    state.check({"vocabulary": {"tokenizer": "tokenizer.model"}}, 1, "--steps 1", flag_of)
     with pytest.raises(RunError, match="vocabulary mismatch: .*--vocab-size/--tokenizer/"):
-        state.check({"vocabulary": {"tokenizer": "other.model"}}, 1, "--steps 1")
+        state.check({"vocabulary": {"tokenizer": "other.model"}}, 1, "--steps 1", flag_of)
+
+
+def test_every_recorded_setting_names_the_flag_declared_for_it():
+    """A resume that disagrees with run.json names the flag of each setting: every setting the
+    plan records (and the config fields its flags set) maps to flags the plan declares; other
+    config fields to --set."""
+    import keras_transformer as kt
+    from training.plan import TrainingPlan
+
+    plan = TrainingPlan.from_flags(train.build_parser().parse_args(["--run-dir", "r"]))
+    config = kt.TransformerConfig.preset("tiny", vocab_size=40)
+    settings = plan.settings(config, ("de", "en"), "float32")
+    declared = {action.option_strings[0] for action in train.build_parser()._actions}
+    settings_of_flags = [*settings, "config.vocab_size", "config.tokens_per_batch"]
+    for setting in [s for s in settings_of_flags if s != "config"]:
+        named = TrainingPlan.flag_of(setting).split("/")
+        assert set(named) <= declared, setting
+    assert TrainingPlan.flag_of("phrases.sentence_repeats").startswith("--phrases/")
+    assert TrainingPlan.flag_of("config.d_model") == "--set d_model"
 
 
 def test_a_resume_must_agree_on_the_phrase_tag(tmp_path):
     """--tag-phrases (and --sentence-alternatives) is recorded with the phrase mixture; an
     untagged mixture's record is the one written before the flag (so older runs resume), and a
     resume that changes the tag is refused naming the flags."""
-    from keras_transformer_cli.checkpoints import RunError
-    from keras_transformer_cli.run_dir import RunDirectory, RunState
+    from keras_transformer_cli.run_dir import RunDirectory, RunError, RunState
     from training.datasets import phrase_mixture
+    from training.plan import TrainingPlan
 
     tagged = {"phrases": phrase_mixture(True, 10, True, False)}
     assert tagged == {"phrases": {"sentence_repeats": 10, "tag": "<phrase>"}}
@@ -115,15 +135,15 @@ def test_a_resume_must_agree_on_the_phrase_tag(tmp_path):
     assert untagged == {"phrases": {"sentence_repeats": 10}}
     assert phrase_mixture(False, 1, False, False) is None
     state = RunState(RunDirectory(tmp_path / "run"), tagged, 0, None)
-    state.check(tagged, 1, "--steps 1")
+    state.check(tagged, 1, "--steps 1", TrainingPlan.flag_of)
     with pytest.raises(RunError, match="--tag-phrases/--sentence-alternatives: .<phrase>. in"):
-        state.check(untagged, 1, "--steps 1")
+        state.check(untagged, 1, "--steps 1", TrainingPlan.flag_of)
     # So with --sentence-alternatives: recorded when given, refused when changed.
     alternatives = {"phrases": phrase_mixture(True, 10, False, True)}
     assert alternatives == {"phrases": {"sentence_repeats": 10, "sentence_alternatives": True}}
     state = RunState(RunDirectory(tmp_path / "alternatives"), alternatives, 0, None)
     with pytest.raises(RunError, match="--sentence-alternatives: True in the run, None now"):
-        state.check(untagged, 1, "--steps 1")
+        state.check(untagged, 1, "--steps 1", TrainingPlan.flag_of)
 
 
 @pytest.mark.slow
@@ -168,14 +188,14 @@ def test_export_names_a_spoiled_or_foreign_model_and_a_cut_tokenizer(trained, tm
 
 
 @pytest.mark.slow
-def test_translate_takes_bad_bytes_and_skips_an_empty_version(trained, tmp_path, capsys):
+def test_translate_splits_at_newlines_and_skips_an_empty_version(trained, tmp_path, capsys):
     _, run = trained
     exports = tmp_path / "exports"
     shutil.copytree(run / "export", exports)
     (exports / "99").mkdir()  # not a version: no saved_model.pb
-    translate.main(["--model", str(exports), "eins \udcff zwei"])  # a byte that is not UTF-8
+    translate.main(["--model", str(exports), "eins zwei"])
     assert len(capsys.readouterr().out.splitlines()) == 1
-    stdin = io.TextIOWrapper(io.BytesIO(b"eins\xff\ndrei\x0cvier\xc2\x85f\xc3\xbcnf\r\n"))
+    stdin = io.TextIOWrapper(io.BytesIO(b"eins\ndrei\x0cvier\xc2\x85f\xc3\xbcnf\r\n"))
     translate.main(["--model", str(exports), "--scores"], stdin=stdin)
     assert len(capsys.readouterr().out.splitlines()) == 2  # split at \n only
     assert latest_version(exports) == exports / "1"
@@ -187,8 +207,9 @@ def test_lines_split_at_newlines_only():
     parsed = args.parse_args([])
     text = "a\x0cb\x85c\u2028d\r\ne\n\nf\n"
     assert flags.read_sentences(parsed, io.StringIO(text)) == ["a\x0cb\x85c\u2028d", "e", "", "f"]
-    raw = io.TextIOWrapper(io.BytesIO(b"\xffx\n"))
-    assert flags.read_sentences(parsed, raw) == ["\ufffdx"]
+    raw = io.TextIOWrapper(io.BytesIO(b"ok\n\xffx\n"))
+    with pytest.raises(ValueError, match=r"standard input:2: not UTF-8"):
+        flags.read_sentences(parsed, raw)
 
 
 class Canned(http.server.BaseHTTPRequestHandler):

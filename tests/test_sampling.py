@@ -8,7 +8,7 @@ from conftest import random_ids
 from test_decoding import source_batch
 
 import keras_transformer as kt
-from keras_transformer.decoding import Sampler, Sampling, StepState, decode
+from keras_transformer.decoding import Sampler, SamplingSettings, StepState, search_over_steps
 
 # A step whose every row predicts these log-probabilities (pad and bos impossible).
 LOGITS = np.array([-1e9, 0.3, -1e9, 0.5, 2.0, 1.5, 0.0, -1.0], "float32")
@@ -44,8 +44,10 @@ def test_the_first_token_follows_the_filtered_softmax(temperature, top_k, top_p)
 
     @tf.function
     def first_tokens(seed):
-        search = Sampler(Sampling(temperature, top_k, top_p), seed)
-        ids, _ = decode(search, stub_step, StepState((), ()), rows, tf.fill([rows], 1), 1)
+        search = Sampler(SamplingSettings(temperature, top_k, top_p), seed)
+        ids, _ = search_over_steps(
+            search, stub_step, StepState((), ()), rows, tf.fill([rows], 1), 1
+        )
         return ids[:, 0, 0]
 
     drawn = np.concatenate([first_tokens(tf.constant([seed, 7])).numpy() for seed in range(seeds)])

@@ -123,11 +123,7 @@ def test_short_run_writes_summaries_checkpoints_and_export(number_data, tmp_path
     assert finished["finished"]["exported"] == "the average of the checkpoints of steps 20, 40"
 
     # The same command again finds the run finished: it trains nothing, exports no second
-    # version and changes no file; also when its run.json predates a config field
-    # (learning_rate_scale, added later) and --subword-sampling (read as 0: a resume must agree).
-    settings = json.loads((out / "run.json").read_text())
-    del settings["config"]["learning_rate_scale"], settings["subword_sampling"]
-    (out / "run.json").write_text(json.dumps(settings))
+    # version and changes no file.
     before = tree(out)
     train.main(
         tiny_run(
@@ -443,14 +439,14 @@ def test_mixed_bfloat16_trains_without_nan(number_data, tmp_path, capsys):
     assert len(losses) == 12 and all(np.isfinite(losses)) and losses[-1] < losses[0]
     # The model keeps its policy (model.keras's config names it), and its export translates the
     # test split exactly as the run's own translation of the same model did.
-    from keras_transformer_cli.engines import load_engine
+    from keras_transformer_cli.translators import translator_for
     from training import metrics
 
     with zipfile.ZipFile(out / "model.keras") as saved:
         assert "mixed_bfloat16" in saved.read("config.json").decode()
 
     sources = [line.split("\t")[0] for line in (number_data / "test.tsv").read_text().splitlines()]
-    served = metrics.translate_all(load_engine(out / "export", beam_size=1).translate, sources)
+    served = metrics.translate_all(translator_for(out / "export", beam_size=1).translate, sources)
     assert served == (out / "translations.test.txt").read_text().splitlines()
 
 
@@ -506,7 +502,7 @@ def test_sigterm_backs_up_the_step_and_the_run_resumes_there(number_data, tmp_pa
 
     import keras_transformer as kt
     from keras_transformer_cli import checkpoints, run_dir
-    from training.checkpointing import Backup
+    from keras_transformer_cli.checkpoints import Backup
 
     out = tmp_path / "run"
     args = tiny_run(number_data, out, "--steps", "60", "--steps-per-epoch", "20")
@@ -550,10 +546,10 @@ def test_accumulated_updates_and_checkpoints_every_few_minutes(
     --checkpoint-minutes 1 alone: a checkpoint whenever a minute passed since the last (the
     clock below advances 10 s at each reading: one at the start, one per step), and one at the
     end."""
-    from training import checkpointing
+    from keras_transformer_cli import checkpoints
 
     out = tmp_path / "run"
-    monkeypatch.setattr(checkpointing, "time", SteppingClock())
+    monkeypatch.setattr(checkpoints, "time", SteppingClock())
     args = ["--steps", "14", "--steps-per-epoch", "7", "--bleu-sentences", "0"]
     args += ["--accumulate-steps", "2", "--checkpoint-minutes", "1", "--keep-checkpoints", "9"]
     train.main(tiny_run(number_data, out, *args))
@@ -572,14 +568,14 @@ def test_accumulated_updates_and_checkpoints_every_few_minutes(
 TWO_RUNS = """
 import json, sys
 from training import runtime, train
+from training.context import opened
+from training.fit import fit
 from training.plan import TrainingPlan
-from training.trainer import Trainer
 devices = runtime.split_cpu(2)
 runtime.split_cpu = lambda count: devices[:count]
 for argv in json.loads(sys.argv[1]):
-    trainer = Trainer(TrainingPlan.from_flags(train.build_parser().parse_args(argv)))
-    with trainer.prepared():
-        trainer.train()
+    with opened(TrainingPlan.from_flags(train.build_parser().parse_args(argv))) as context:
+        fit(context)
 """
 
 
@@ -592,11 +588,11 @@ def test_deterministic_runs_are_bitwise_identical(number_data, tmp_path, monkeyp
 
     calls = []
     monkeypatch.setattr(tf.config.experimental, "enable_op_determinism", lambda: calls.append(1))
+    from training.context import opened
     from training.plan import TrainingPlan
-    from training.trainer import Trainer
 
     args = tiny_run(number_data, tmp_path / "setup", "--deterministic")
-    with Trainer(TrainingPlan.from_flags(train.build_parser().parse_args(args))).prepared():
+    with opened(TrainingPlan.from_flags(train.build_parser().parse_args(args))):
         assert calls == [1]
     args = ["--steps", "6", "--steps-per-epoch", "3", "--bleu-sentences", "0", "--deterministic"]
     args += ["--accumulate-steps", "2", "--strategy", "mirrored", "--cpu-devices", "2"]
@@ -638,7 +634,7 @@ def test_run_cut_by_max_minutes_is_backed_up_and_trains_on_from_that_step(
     it, keeps the cut run's checkpoints, ends at --steps exactly and exports a second version."""
     from keras_transformer_cli import checkpoints
     from keras_transformer_cli.checkpoints import checkpoint_path
-    from training import callbacks, checkpointing
+    from training import callbacks
 
     out = tmp_path / "run"
     args = tiny_run(
@@ -669,11 +665,11 @@ def test_run_cut_by_max_minutes_is_backed_up_and_trains_on_from_that_step(
     cut = checkpoint_path(out / "checkpoints", 30).read_bytes()
 
     monkeypatch.undo()  # the real clock: 5 minutes are plenty for the 29 steps left
-    backed_up, save = [], checkpointing.Backup.save
+    backed_up, save = [], checkpoints.Backup.save
     monkeypatch.setattr(
-        checkpointing.Backup,
+        checkpoints.Backup,
         "save",
-        lambda self: backed_up.append(checkpointing.current_step(self.model)) or save(self),
+        lambda self: backed_up.append(checkpoints.current_step(self.model)) or save(self),
     )
     train.main(args)
     printed = capsys.readouterr()

@@ -91,5 +91,6 @@ def test_new_pieces_leave_the_shared_pieces_logits_and_get_fresh_rows(model_and_
     fresh = matrix[sorted(set(range(other.vocab_size)) - set(new_ids))]
     assert fresh.shape == (100, 64)
     assert np.std(fresh) == pytest.approx(64**-0.5, rel=0.1)  # the layer's initializer
-    with pytest.raises(ValueError, match="it is not the model's vocabulary"):
+    assert updated.config.tokenizer_sha256 == other.sha256  # the model knows its new tokenizer
+    with pytest.raises(ValueError, match="pieces but the model's vocab_size is"):
         kt.update_vocabulary(updated, tokenizer, other)

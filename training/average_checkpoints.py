@@ -50,7 +50,7 @@ def main(argv=None):
             raise ValueError(f"{run.checkpoints} holds no checkpoints")
         if output.suffix != ".keras":
             raise ValueError(f"--output {output}: the file name must end in .keras")
-        model = run.averaged_model(paths)
+        model = checkpoints.averaged_model(run, paths)
     except (ValueError, OSError) as error:
         console.fail(error)
     write_atomically(output, model.save)

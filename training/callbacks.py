@@ -1,6 +1,6 @@
-"""The callbacks of a training run besides checkpointing (`training.checkpointing`): TensorBoard
-with the training step as its axis, BLEU and sample translations on the validation split
-(TensorFlow), the validation loss, a stop on NaN that keeps the last good state, a stop on
+"""The callbacks of a training run besides checkpointing (`keras_transformer_cli.checkpoints`):
+TensorBoard with the training step as its axis, BLEU and sample translations on the validation
+split (TensorFlow), the validation loss, a stop on NaN that keeps the last good state, a stop on
 SIGTERM, at the plan's step and after a wall-clock bound.
 
 The callbacks that act during an epoch count the steps from the batches `fit` reports
@@ -8,7 +8,7 @@ The callbacks that act during an epoch count the steps from the batches `fit` re
 middle of an epoch copies the whole training state back from the device (`jax_state_sync`), which
 stalls the step. They read the model only at their own boundaries (a checkpoint, the NaN check,
 the stop). With `compile(steps_per_execution=N)`, `fit` reports every N steps, so they act at
-steps that are multiples of N; the Trainer refuses settings that need any other step.
+steps that are multiples of N; the training program refuses settings that need any other step.
 """
 
 import math
@@ -19,10 +19,15 @@ import time
 
 import keras
 import numpy as np
+from tensorboard.summary import Writer
 
+import keras_transformer as kt
+from keras_transformer.inference import signature_translator
 from keras_transformer_cli import checkpoints
+from keras_transformer_cli.attention_plot import attention_figure, figure_pixels
+from keras_transformer_cli.checkpoints import StepCounter, TrainingDiverged, current_step
 
-from .checkpointing import StepCounter, TrainingDiverged, current_step
+from .metrics import corpus_scores, translate_all, validation_loss
 
 
 class StopOnNaN(keras.callbacks.Callback):
@@ -95,8 +100,6 @@ class StepSummaries(StepCounter):
 
     def __init__(self, log_dir, every, epochs=False):
         super().__init__()
-        from tensorboard.summary import Writer
-
         self.writers = {
             name: Writer(str(pathlib.Path(log_dir) / name)) for name in ("train", "validation")
         }
@@ -131,8 +134,7 @@ class TimeLimit(keras.callbacks.Callback):
     def __init__(self, minutes):
         super().__init__()
         self.seconds = minutes * 60
-
-    start = None
+        self.start = None
 
     def on_train_begin(self, logs=None):
         if self.start is None:  # a resume in mid-epoch fits twice: one clock for both
@@ -153,8 +155,6 @@ class ValidationLoss(keras.callbacks.Callback):
         self.batches = batches
 
     def on_epoch_end(self, epoch, logs=None):
-        from .metrics import validation_loss
-
         if logs is not None:
             logs["val_loss"] = validation_loss(self.model, self.batches)
 
@@ -173,19 +173,15 @@ class TranslationMonitor(keras.callbacks.Callback):
 
         self.tokenizer, self.pairs, self.samples = tokenizer, pairs, samples
         self.writer = tf.summary.create_file_writer(str(log_dir))
+        self.translator = self.translate = None  # the model's, once training begins
 
     def on_train_begin(self, logs=None):
-        import keras_transformer as kt
-        from keras_transformer.inference import signature_translator
-
         translator = kt.Translator(self.model, self.tokenizer, beam_size=1)
         self.translator = translator
         self.translate = signature_translator(translator, "the model in training").translate
 
     def on_epoch_end(self, epoch, logs=None):
         import tensorflow as tf
-
-        from .metrics import corpus_scores, translate_all
 
         if not self.pairs:
             return
@@ -215,8 +211,6 @@ class TranslationMonitor(keras.callbacks.Callback):
         `sentence`, heads averaged, drawn by `keras_transformer_cli.attention_plot`: the source
         pieces along the x axis, the translation's (eos included) along the y axis, as uint8 RGBA
         [1, H, W, 4]; and the pieces as text."""
-        from keras_transformer_cli.attention_plot import attention_figure, figure_pixels
-
         source, translation, weights = self.translator.attention(sentence)
         figure = attention_figure(np.mean(weights[-1], axis=0), source, translation)
         legend = (

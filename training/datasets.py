@@ -50,6 +50,7 @@ class Dataset:
         self.phrases, self.sentence_repeats, self._mixtures = phrases, sentence_repeats, {}
         self.tag_phrases, self.binarized = tag_phrases, None
         self.sentence_alternatives = sentence_alternatives
+        self.dataset_dir = None  # the prepared Ding corpus (`open_ding`)
         if phrases and kind != "ding":
             raise ValueError(
                 f"--phrases adds the Ding dictionary's phrase pairs; --dataset {spec!r} has none"

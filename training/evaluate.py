@@ -59,15 +59,19 @@ def build_parser():
 def read_pairs(args):
     """(pairs, name): the --source/--reference files' pairs (target None without a reference),
     or the --dataset split's."""
-    from keras_transformer.data import read_parallel_files
-    from keras_transformer.data.corpus import read_lines
+    from keras_transformer.data.corpus import pair_parallel_lines
 
     from .datasets import Dataset
 
-    if args.source and args.reference is None:
-        return [(line, None) for line in read_lines(args.source)], args.source.stem
     if args.source:
-        return read_parallel_files(args.source, args.reference).pairs, args.source.stem
+        sources = flags.read_flag_lines(args.source, "--source")
+        if args.reference is None:
+            return [(line, None) for line in sources], args.source.stem
+        references = flags.read_flag_lines(args.reference, "--reference")
+        pairs = pair_parallel_lines(
+            sources, references, f"--source {args.source}", f"--reference {args.reference}"
+        ).pairs
+        return pairs, args.source.stem
     dataset = Dataset(
         args.dataset, args.source_language, args.target_language, args.data_dir, args.download
     )
@@ -83,19 +87,19 @@ def main(argv=None):
     console.start(args.verbose)
 
     from keras_transformer.data import CorpusError
-    from keras_transformer.decoding import Sampling
-    from keras_transformer_cli.engines import load_engine
+    from keras_transformer.decoding import SamplingSettings
+    from keras_transformer_cli.translators import translator_for
 
     from . import metrics
 
     try:
         sampling = None
         if args.sample:
-            sampling = Sampling(args.temperature, args.top_k, args.top_p, args.seed).check()
+            sampling = SamplingSettings(args.temperature, args.top_k, args.top_p, args.seed).check()
         pairs, name = read_pairs(args)
         if not pairs:
             raise ValueError("there is nothing to translate (no sentence pairs)")
-        engine = load_engine(
+        translator = translator_for(
             args.model,
             args.tokenizer,
             args.beam_size,
@@ -110,14 +114,17 @@ def main(argv=None):
         args.output
         or (args.model if args.model.is_dir() else args.model.parent) / f"translations.{name}.txt"
     )
-    print(f"translating {len(pairs)} sentences with {engine.description}", file=sys.stderr)
+    print(f"translating {len(pairs)} sentences with {translator.description}", file=sys.stderr)
     if args.source and args.reference is None:
         hypotheses = metrics.translate_all(
-            engine.translate, [s for s, _ in pairs], args.batch_size, metrics.progress_verbosity()
+            translator.translate,
+            [s for s, _ in pairs],
+            args.batch_size,
+            metrics.progress_verbosity(),
         )
         print(f"translations written to {metrics.write_translations(hypotheses, output)}")
         return
-    metrics.evaluate(engine.translate, pairs, output, args.batch_size)
+    metrics.evaluate(translator.translate, pairs, output, args.batch_size)
 
 
 if __name__ == "__main__":

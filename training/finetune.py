@@ -15,6 +15,8 @@ import pathlib
 import sys
 import zipfile
 
+import keras_transformer as kt
+from keras_transformer.vocabulary import shared_rows
 from keras_transformer_cli import checkpoints, run_dir
 
 # The config fields that change how a model trains, not what its weights mean.
@@ -27,6 +29,8 @@ TRAINING_FIELDS = (
     "learning_rate_scale",
     "tokens_per_batch",
 )
+# The config fields of the run's vocabulary, set from its tokenizer (`training.context`).
+VOCABULARY_FIELDS = ("vocab_size", "tokenizer_sha256")
 
 
 def model_config(path):
@@ -58,8 +62,6 @@ def fine_tuning_config(plan, base, vocab_size, recorded):
     run.json) or --preset, with --set and --tokens-per-batch, sized to `vocab_size`. A new run
     whose architecture differs from the model's is refused, naming each field with both
     values."""
-    import keras_transformer as kt
-
     overrides = {**plan.config_overrides, "vocab_size": vocab_size}
     if plan.model.preset:
         config = kt.TransformerConfig.preset(plan.model.preset, **overrides)
@@ -71,7 +73,7 @@ def fine_tuning_config(plan, base, vocab_size, recorded):
     differing = [
         f"{field}: {model[field]!r} in the model, {value!r} now"
         for field, value in config.to_dict().items()
-        if field not in (*TRAINING_FIELDS, "vocab_size") and value != model[field]
+        if field not in (*TRAINING_FIELDS, *VOCABULARY_FIELDS) and value != model[field]
     ]
     if differing:
         raise ValueError(
@@ -98,9 +100,6 @@ def model_tokenizer(init_from):
 def initial_weights(init_from, tokenizer):
     """{path: array} of the model at `init_from`, carried over to `tokenizer`'s vocabulary
     when it is not the model's own."""
-    import keras_transformer as kt
-    from keras_transformer.vocabulary import shared_rows
-
     old = kt.SubwordTokenizer.load(model_tokenizer(init_from))
     model = run_dir.load_model(init_from)
     if model.config.vocab_size != old.vocab_size:

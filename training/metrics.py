@@ -92,8 +92,8 @@ def write_translations(hypotheses, output):
     """The hypotheses, one per line, into `output` (its folder made if needed)."""
     output = pathlib.Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    # One line each: any line boundary inside a translation (\v, \x1c, U+2028, ...) is a space.
-    lines = (" ".join(h.splitlines()) + "\n" for h in hypotheses)
+    # One line each, as every program reads lines (split at \n only): \r and \n become spaces.
+    lines = (h.replace("\r", " ").replace("\n", " ") + "\n" for h in hypotheses)
     output.write_text("".join(lines), encoding="utf-8")
     return output
 

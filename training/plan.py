@@ -1,6 +1,6 @@
 """A training run's plan: every setting of `python -m training.train`, with the paper's defaults
-filled in and the values that cannot work refused, naming the flag. Frozen: the Trainer reads it
-and never changes it.
+filled in and the values that cannot work refused, naming the flag. Frozen:
+`training.context.resolve` reads it and never changes it.
 
 Each setting is a field of one of the plan's sections, declared with its flag (`flags.Option`:
 type, default, help); `training.train`'s parser is generated from them (`flags.add_dataclass`),
@@ -10,7 +10,7 @@ import dataclasses
 import json
 import pathlib
 
-from keras_transformer_cli import checkpoints, flags
+from keras_transformer_cli import flags
 from keras_transformer_cli.flags import COUNT, Option
 
 from .datasets import check_phrase_flags, phrase_mixture
@@ -255,7 +255,7 @@ class Selection:
     ).field()
     keep_best: str | None = Option(
         "--keep-best",
-        choices=checkpoints.METRICS,
+        choices=("bleu", "chrf", "loss"),  # the epoch logs' val_bleu, val_chrf, val_loss
         help="at every validation keep the checkpoint with the best validation BLEU, chrF "
         "(greedy translations of --bleu-sentences pairs) or loss (the references' "
         "cross-entropy, on the same pairs) in RUN_DIR/best/, apart from the rolling ones",
@@ -430,6 +430,18 @@ class TrainingPlan:
             "early_stopping": selection.early_stopping,
         }
 
+    @classmethod
+    def flag_of(cls, setting):
+        """The flag (or flags, joined by "/") that set `setting`, a dotted path in run.json's
+        settings, from the fields' declarations: a setting of a field's name is that field's
+        flag, one of `SETTING_FIELDS` its fields', a config field otherwise --preset or --set."""
+        options = declared_options(cls)
+        top = setting.split(".")[0]
+        fields = SETTING_FIELDS.get(setting) or SETTING_FIELDS.get(top * (top != "config"))
+        if fields or top in options:
+            return "/".join(options[name].flag for name in fields or (top,))
+        return f"--set {setting.removeprefix('config.')}" if top == "config" else setting
+
     @property
     def config_overrides(self):
         """The TransformerConfig fields set by --set and --tokens-per-batch."""
@@ -445,6 +457,29 @@ class TrainingPlan:
         if self.checkpoints.every:
             return self.checkpoints.every
         return None if self.checkpoints.minutes else self.schedule.steps_per_epoch
+
+
+# The plan's fields that a run.json setting of another name comes from.
+SETTING_FIELDS = {
+    "config.vocab_size": ("vocab_size", "tokenizer"),
+    "config.tokens_per_batch": ("tokens_per_batch",),
+    "config.tokenizer_sha256": ("vocab_size", "tokenizer"),
+    "vocabulary": ("vocab_size", "tokenizer", "subword_model"),
+    "languages": ("source_language", "target_language"),
+    "phrases": ("phrases", "sentence_repeats", "tag_phrases", "sentence_alternatives"),
+    "precision": ("mixed_precision",),
+}
+
+
+def declared_options(cls):
+    """{field name: its `flags.Option`} of the dataclass `cls` and its sections."""
+    options = {}
+    for field in dataclasses.fields(cls):
+        if "title" in field.metadata:
+            options |= declared_options(field.default_factory)
+        else:
+            options[field.name] = field.metadata["option"]
+    return options
 
 
 def parse_overrides(items):

@@ -15,6 +15,8 @@ import pathlib
 
 import keras
 
+from keras_transformer.compat import in_multi_worker_mode as several_workers
+
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 # Keras's distribution API reads these (keras.distribution.initialize): the coordinator's
 # address, the number of processes and this one's index.
@@ -64,9 +66,9 @@ def split_cpu(count):
 
 class Devices:
     """The devices a run under JAX (or PyTorch) trains on, named as tf.distribute names a
-    strategy's, for the Trainer: each batch is split across `num_replicas_in_sync` devices
-    (`keras.distribution.DataParallel` when more than one), of which this process feeds the
-    rows `part` = (its index, the processes); `scope()` changes nothing."""
+    strategy's, for fitting (`training.fit`): each batch is split across `num_replicas_in_sync`
+    devices (`keras.distribution.DataParallel` when more than one), of which this process feeds
+    the rows `part` = (its index, the processes); `scope()` changes nothing."""
 
     def __init__(self, devices, part=(0, 1)):
         self.devices, self.part = list(devices), part
@@ -198,8 +200,6 @@ def in_multi_worker_mode(strategy):
     """True under a MultiWorkerMirroredStrategy of more than one worker (never under JAX)."""
     if isinstance(strategy, Devices):
         return False
-    from keras_transformer.compat import in_multi_worker_mode as several_workers
-
     return several_workers(strategy)
 
 

@@ -15,7 +15,7 @@ import os
 import pathlib
 import shlex
 
-from keras_transformer_cli import checkpoints, console, flags
+from keras_transformer_cli import console, flags
 from keras_transformer_cli.run_dir import RunDirectory
 
 LONGER = "-30-minutes"  # the suffix of the longer run's directories
@@ -24,6 +24,8 @@ LONGER = "-30-minutes"  # the suffix of the longer run's directories
 def summary(run_dir, export_dir, demo=False):
     """The summary's lines; with `demo`, the run is `make demo`'s."""
     run, export_dir = RunDirectory(run_dir), pathlib.Path(export_dir)
+    from keras_transformer_cli import checkpoints  # Keras, once the console is set up
+
     lines = [f"Summary of the run in {run}:", *score_lines(run.scores("test"))]
     found = checkpoints.list_checkpoints(run.checkpoints)
     lines.append(

@@ -8,7 +8,7 @@ checkpoints, TensorBoard logs, the averaged model, its test BLEU and a SavedMode
 The same command run again continues a stopped or killed run from its backup, a larger --steps
 trains it on, and a finished run says so and changes nothing. At the end the last K step
 checkpoints are averaged (§6.1), the average is scored on the test split with sacrebleu and
-exported as a SavedModel for TensorFlow Serving. The work is `training.trainer.Trainer`'s; this
+exported as a SavedModel for TensorFlow Serving. The work is `training.run.train`'s; this
 module holds the command line, generated from the plan's fields (`training.plan`, where each
 flag is defined). See `keras_transformer_cli/run_dir.py` for what the run directory holds.
 """
@@ -31,11 +31,14 @@ def build_parser():
 @console.program
 def main(argv=None):
     args = flags.parse(build_parser(), argv)
-    from .checkpointing import TrainingDiverged
-    from .trainer import Interrupted, Trainer
+    # imported once the console is set up (`flags.parse`): they import Keras and TensorFlow
+    from keras_transformer_cli.checkpoints import TrainingDiverged
+
+    from .fit import Interrupted
+    from .run import train
 
     try:
-        Trainer(TrainingPlan.from_flags(args)).run()
+        train(TrainingPlan.from_flags(args))
     except (ValueError, TrainingDiverged, FileExistsError) as error:
         console.fail(error)  # CorpusError and RunError are ValueErrors too
     except Interrupted as interruption:

@@ -18,7 +18,6 @@ Only numpy is imported here: this module runs where TensorFlow is not installed.
 
 import collections
 import dataclasses
-import hashlib
 import json
 import pathlib
 import queue
@@ -32,6 +31,7 @@ from keras_transformer.data.buckets import (
     check_budget,
     static_boundaries,
 )
+from keras_transformer.digests import sha256_of
 from keras_transformer.exports import TOKENIZER_FILE
 from keras_transformer.ids import BOS_ID, EOS_ID
 
@@ -43,11 +43,6 @@ SIDES = ("source", "target")
 
 class BinarizedError(ValueError):
     """A binarized folder that cannot be used; the message names the file and what to do."""
-
-
-def sha256_of(path):
-    """The hex SHA-256 of a file's bytes."""
-    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
 
 
 def array_paths(directory, split):

@@ -4,14 +4,13 @@
 Every reader returns a `Corpus`: the sentence pairs and a count of what was skipped and why.
 Bad input (a missing file, invalid UTF-8, files of different lengths, a TSV line without its
 tab) raises `CorpusError` naming the file and line. Lines that are empty on either side are
-skipped and counted, never dropped silently.
+skipped and counted, never dropped silently. Reading needs no TensorFlow (a serving client reads
+its sentences by the same rule); `Corpus.dataset` does.
 """
 
 import collections
 import dataclasses
 import pathlib
-
-import tensorflow as tf
 
 
 class CorpusError(ValueError):
@@ -32,27 +31,51 @@ class Corpus:
 
     def dataset(self):
         """A tf.data.Dataset of (source, target) scalar strings."""
+        import tensorflow as tf
+
         sources = tf.constant([source for source, _ in self.pairs], tf.string)
         targets = tf.constant([target for _, target in self.pairs], tf.string)
         return tf.data.Dataset.from_tensor_slices((sources, targets))
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def read_lines(path):
-    """The lines of a UTF-8 text file, without line endings or a byte-order mark."""
+    """The sentences of the text file `path`, one a line (`split_lines`); CorpusError naming
+    the file when it cannot be read."""
     path = pathlib.Path(path)
-    if not path.is_file():
-        raise CorpusError(f"{path}: no such file")
-    lines = []
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                lines.append(raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n"))
-            except UnicodeDecodeError as error:
-                raise CorpusError(
-                    f"{path}:{number}: invalid UTF-8 at byte {error.start} of the line "
-                    f"({raw[max(0, error.start - 10) : error.start + 10]!r})"
-                ) from None
-    return lines
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CorpusError(f"{path}: no such file") from None
+    except OSError as error:
+        raise CorpusError(f"{path}: {error.strerror or error}") from None
+    return split_lines(data, path)
+
+
+def split_lines(data, name):
+    """The lines of `data`, UTF-8 bytes read from `name`, one sentence each: split at \\n alone
+    (a \\r before it dropped), so that form feeds, U+0085 and U+2028, where `str.splitlines`
+    would also split, stay inside their sentence; a byte-order mark at the start dropped; no
+    empty last line for a final \\n. Bytes that are not UTF-8 raise CorpusError
+    `NAME:LINE: not UTF-8 (...)`."""
+    data = data.removeprefix(UTF8_BOM)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line_start = data.rfind(b"\n", 0, error.start) + 1
+        column = error.start - line_start
+        number = data.count(b"\n", 0, line_start) + 1
+        shown = data[line_start:].partition(b"\n")[0][max(0, column - 20) : column + 10]
+        raise CorpusError(
+            f"{name}:{number}: not UTF-8 (byte {column + 1} of the line, in {shown!r}); convert "
+            "it to UTF-8, e.g. with iconv -t UTF-8"
+        ) from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
 
 
 def pair_lines(pairs):
@@ -69,10 +92,17 @@ def pair_lines(pairs):
 
 def read_parallel_files(source_path, target_path):
     """Pairs line i of `source_path` with line i of `target_path`."""
-    sources, targets = read_lines(source_path), read_lines(target_path)
+    return pair_parallel_lines(
+        read_lines(source_path), read_lines(target_path), source_path, target_path
+    )
+
+
+def pair_parallel_lines(sources, targets, source_name, target_name):
+    """Pairs line i of `sources` with line i of `targets`, the lines of `source_name` and
+    `target_name`; CorpusError naming both when their counts differ."""
     if len(sources) != len(targets):
         raise CorpusError(
-            f"{source_path} has {len(sources)} lines but {target_path} has {len(targets)}; "
+            f"{source_name} has {len(sources)} lines but {target_name} has {len(targets)}; "
             f"parallel files must have one line per sentence pair (first unpaired line: "
             f"{min(len(sources), len(targets)) + 1})"
         )

@@ -5,12 +5,12 @@
     ids, scores = kt.sample(model, source_ids, temperature=1.0, seed=1)         # [B, L], [B]
     ids, scores = kt.run_search(model, source_ids, kt.DiverseBeam(4, groups=2))  # any Search
 
-Each search is a small `Search` class (`search.py`): `Greedy`, `Sampler` (with `Sampling`'s
-settings), `Beam`, `DiverseBeam`; one loop runs them all (`loop.decode` over a step function,
-`loop.search_ids` on a model, in the caller's graph), with the model's step function
-(`model_step`), the constraints (`constraints`) and the shrinking batch. `run_search`
-(`compiled`) compiles a search once per model and settings (`jit_compile=True`: with XLA).
-"""
+Each search is a small `Search` class (`search.py`): `Greedy`, `Sampler` (with its
+`SamplingSettings`), `Beam`, `DiverseBeam`; one loop runs them all (`loop.search_over_steps`
+over a step function, `loop.search_model` on a model, in the caller's graph), with the model's
+step function (`model_step`), the constraints (`constraints`) and the shrinking batch.
+`run_search` (`compiled`) compiles a search once per model and settings (`jit_compile=True`:
+with XLA)."""
 
 import tensorflow as tf
 
@@ -18,15 +18,15 @@ from keras_transformer.decoding.beam import Beam
 from keras_transformer.decoding.compiled import run_search
 from keras_transformer.decoding.diverse import DiverseBeam
 from keras_transformer.decoding.greedy import Greedy
-from keras_transformer.decoding.loop import decode, search_ids
+from keras_transformer.decoding.loop import search_model, search_over_steps
 from keras_transformer.decoding.model_step import (
     StepState,
     alignment,
+    cached_step_function,
     encode,
     encoder_decoder_attention,
-    model_step_function,
 )
-from keras_transformer.decoding.sampling import Sampler, Sampling
+from keras_transformer.decoding.sampling import Sampler, SamplingSettings
 from keras_transformer.decoding.search import NEG_INF, Search
 from keras_transformer.decoding.top_k import top_k
 
@@ -103,7 +103,7 @@ def sample(
     one. Returns ids [B, L] int32 and their summed log-probabilities under the model [B].
     Bounds, `min_length` and `target_prefix` as for `greedy_search`.
     """
-    sampling = Sampling(float(temperature), top_k, top_p).check()
+    sampling = SamplingSettings(float(temperature), top_k, top_p).check()
     if seed is None:
         seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int32)
     search = Sampler(sampling, tf.convert_to_tensor(seed, tf.int32))
@@ -120,18 +120,18 @@ __all__ = [
     "DiverseBeam",
     "Greedy",
     "Sampler",
-    "Sampling",
+    "SamplingSettings",
     "Search",
     "StepState",
     "alignment",
     "beam_search",
-    "decode",
+    "search_over_steps",
     "encode",
     "encoder_decoder_attention",
     "greedy_search",
-    "model_step_function",
+    "cached_step_function",
     "run_search",
     "sample",
-    "search_ids",
+    "search_model",
     "top_k",
 ]

@@ -6,7 +6,7 @@ import weakref
 
 import tensorflow as tf
 
-from keras_transformer.decoding.loop import search_ids
+from keras_transformer.decoding.loop import search_model
 
 _COMPILED = weakref.WeakKeyDictionary()  # model -> {settings: tf.function}
 
@@ -15,7 +15,7 @@ def run_search(
     model, source_ids, search, max_length=None, jit_compile=False, target_prefix=None, **settings
 ):
     """The n-best ids [B, K, L] and scores [B, K] of any `search` on int32 source ids [B, S]
-    (`loop.search_ids`, whose keyword `settings` it takes), compiled once per model, search and
+    (`loop.search_model`, whose keyword `settings` it takes), compiled once per model, search and
     settings and reused; its tensor fields (a seed) and the target prefix are the compiled
     function's tensor arguments."""
     tensors = {
@@ -40,7 +40,7 @@ def _compiled(model, search, jit_compile, tensors, settings):
         model_ref = weakref.ref(model)
 
         def compiled_search(source_ids, max_length, target_prefix=None, **search_tensors):
-            return search_ids(
+            return search_model(
                 model_ref(),
                 source_ids,
                 dataclasses.replace(search, **search_tensors),

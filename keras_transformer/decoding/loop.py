@@ -16,8 +16,8 @@ import tensorflow as tf
 from keras_transformer.decoding import constraints
 from keras_transformer.decoding.model_step import (
     StepState,
+    cached_step_function,
     encode,
-    model_step_function,
     recomputing_step_function,
 )
 from keras_transformer.ids import BOS_ID
@@ -38,7 +38,7 @@ class LoopState(typing.NamedTuple):
     results: tuple
 
 
-def search_ids(
+def search_model(
     model,
     source_ids,
     search,
@@ -64,12 +64,12 @@ def search_ids(
     if use_cache:
         memory, source_mask = encoded or encode(model, batch.source_ids)
         fixed = batch.max_length if static_shapes else None
-        step, state = model_step_function(model, memory, source_mask, fixed, k)
+        step, state = cached_step_function(model, memory, source_mask, fixed, k)
     else:
         step, state = recomputing_step_function(
             model, batch.source_ids, batch.batch_size, batch.max_length, k
         )
-    return decode(
+    return search_over_steps(
         search,
         step,
         state,
@@ -82,7 +82,7 @@ def search_ids(
     )
 
 
-def decode(
+def search_over_steps(
     search,
     step,
     state,
@@ -93,7 +93,7 @@ def decode(
     prefix=None,
     static_shapes=False,
 ):
-    """Runs `search` over the step function `step` (`model_step.model_step_function`) from its
+    """Runs `search` over the step function `step` (`model_step.cached_step_function`) from its
     StepState `state` (history: one row per hypothesis; context: one per sentence) for
     `batch_size` sentences. Sentence b ends when the search says so, at the latest at
     limits[b] tokens or `max_length`; eos is not allowed before step min_lengths[b], and its

@@ -60,7 +60,7 @@ class StepState(typing.NamedTuple):
     context: typing.Any
 
 
-def model_step_function(model, memory, source_mask, max_length=None, beam_size=1):
+def cached_step_function(model, memory, source_mask, max_length=None, beam_size=1):
     """A step function over the model's decoder cache, and its initial StepState.
 
     step(tokens [N], state, t) -> (float32 log-probabilities [N, V], state): the decoder reads
@@ -94,7 +94,7 @@ def model_step_function(model, memory, source_mask, max_length=None, beam_size=1
 
 def recomputing_step_function(model, source_ids, batch_size, max_length, beam_size=1):
     """The way the official tutorial decodes: the whole model on the whole prefix, every step
-    (the same interface as `model_step_function`; its history is the prefix of each row)."""
+    (the same interface as `cached_step_function`; its history is the prefix of each row)."""
 
     def step(tokens, state, t):
         prefix = write_column(state.history, tokens, t)

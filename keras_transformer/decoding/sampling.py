@@ -11,7 +11,7 @@ from keras_transformer.decoding.greedy import Greedy
 from keras_transformer.decoding.search import NEG_INF
 
 
-class Sampling(typing.NamedTuple):
+class SamplingSettings(typing.NamedTuple):
     """Settings of sampling: `temperature` divides the log-probabilities (0: greedy search),
     `top_k` keeps the k most likely tokens, `top_p` the nucleus of probability p, and `seed`
     (an int, or [2] ints) makes the draws reproducible."""
@@ -44,7 +44,7 @@ class Sampler(Greedy):
     without XLA), so a seed reproduces the translations of a batch. `seed`: an int tensor (or
     [2]) overriding `sampling.seed`."""
 
-    sampling: Sampling = Sampling()
+    sampling: SamplingSettings = SamplingSettings()
     seed: typing.Any = None
 
     def choose(self, log_probs, t):

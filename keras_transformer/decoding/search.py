@@ -1,7 +1,8 @@
 """The extension point of decoding: a `Search` turns each step's log-probabilities into the next
-tokens of its hypotheses, and the one loop (`loop.decode`) runs any of them. A new search is a
-small subclass (as KerasHub's samplers, fairseq's `Search` and OpenNMT-tf's `DecodingStrategy`);
-the loop keeps the model's cache, the constraints and the shrinking batch for every search."""
+tokens of its hypotheses, and the one loop (`loop.search_over_steps`) runs any of them. A new
+search is a small subclass (as KerasHub's samplers, fairseq's `Search` and OpenNMT-tf's
+`DecodingStrategy`); the loop keeps the model's cache, the constraints and the shrinking batch
+for every search."""
 
 import tensorflow as tf
 

@@ -12,7 +12,7 @@ import pathlib
 from keras_transformer_cli import run_dir
 
 
-def load_engine(
+def translator_for(
     model_path,
     tokenizer_path=None,
     beam_size=None,
@@ -25,7 +25,7 @@ def load_engine(
     decodes as it was exported: a search flag given that differs from its own is refused), a
     file a .keras model or a step checkpoint, with tokenizer.model beside it (or in its run)
     unless `tokenizer_path` is given. Search settings left None are §6.1's
-    (`flags.SEARCH_DEFAULTS`). `sampling` (a kt.Sampling) samples instead of beam search;
+    (`flags.SEARCH_DEFAULTS`). `sampling` (a kt.SamplingSettings) samples instead of beam search;
     `jit_compile` compiles the search with XLA. Raises ValueError naming the flag or file that
     cannot be used."""
     from keras_transformer.inference import ExportedSearchMismatch, load_translator
@@ -55,12 +55,14 @@ def load_engine(
             raise ValueError(str(error)) from None
     if not model_path.is_file():
         raise ValueError(f"--model {model_path}: no such file or directory")
-    return keras_engine(
+    return keras_translator(
         model_path, tokenizer_path, beam_size, alpha, extra_length, sampling, jit_compile
     )
 
 
-def keras_engine(model_path, tokenizer_path, beam_size, alpha, extra_length, sampling, jit_compile):
+def keras_translator(
+    model_path, tokenizer_path, beam_size, alpha, extra_length, sampling, jit_compile
+):
     """Our search (`kt.Translator`) on a .keras model or a step checkpoint."""
     import keras_transformer as kt
     from keras_transformer.inference import signature_translator
@@ -84,3 +86,40 @@ def keras_engine(model_path, tokenizer_path, beam_size, alpha, extra_length, sam
         **settings,
     )
     return signature_translator(translator, str(model_path))
+
+
+def cut_input_refusal(args, translator, what, number, answered=False):
+    """The one line refusing input `what` ("source", "prefix" or "target") of sentence `number`
+    (from 1) that the model of `translator` cannot hold whole: where it came from and the limit
+    (`answered`: a server answered it cut, and its answers were shown)."""
+    limits = translator.limits or {}
+    limit = limits.get("source" if what == "source" else "target")
+    holds = f"{limit} subword pieces and eos" if limit else "its config.max_length"
+    if answered:
+        return (
+            f"{'--target-prefix' if what == 'prefix' else f'sentence {number}'}: the {what} is "
+            f"longer than the served model holds ({holds}), which answered it cut (above); "
+            "shorten it"
+        )
+    if what == "prefix":
+        return f"--target-prefix is longer than the model holds ({holds}); give a shorter one"
+    if what == "target":
+        where = f"--target {args.target}:{number}"
+    elif getattr(args, "source", None):
+        where = f"--source {args.source}:{number}"
+    elif getattr(args, "sentences", None):
+        where = f"sentence {number} of the arguments"
+    else:
+        where = f"line {number} of the standard input"
+    return (
+        f"{where} is longer than the model holds ({holds}); nothing was written: split it, "
+        "or leave it out"
+    )
+
+
+def refuse_cut_inputs(args, translator, results, answered=False):
+    """ValueError naming the first input of `results` (Translation or Scored, in the order of
+    the input) that the model could not hold whole (`cut_input_refusal`)."""
+    for number, result in enumerate(results, start=1):
+        for what in result.cut:
+            raise ValueError(cut_input_refusal(args, translator, what, number, answered))
