@@ -83,36 +83,6 @@ def __dir__():
     return sorted([*globals(), *KERAS, *TENSORFLOW_ONLY])
 
 
-__all__ = [
-    "PRESETS",
-    "Scored",
-    "Translation",
-    "Beam",
-    "DiverseBeam",
-    "Greedy",
-    "Sampler",
-    "SamplingSettings",
-    "Search",
-    "SubwordTokenizer",
-    "Translator",
-    "LabelSmoothedCrossEntropy",
-    "MaskedAccuracy",
-    "Transformer",
-    "TransformerConfig",
-    "TransformerSchedule",
-    "beam_search",
-    "build_transformer",
-    "create_optimizer",
-    "data",
-    "encoder_decoder_attention",
-    "greedy_search",
-    "layers",
-    "load_translator",
-    "masked_accuracy",
-    "run_search",
-    "sample",
-    "score",
-    "update_vocabulary",
-]
+__all__ = ["Scored", "Translation", "data", "load_translator", *sorted([*KERAS, *TENSORFLOW_ONLY])]
 
 KERAS_CLASSES.watch()  # last: the modules it imports may use the names above

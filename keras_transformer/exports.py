@@ -56,7 +56,8 @@ def search_settings(translator):
 
 
 def read_search_settings(version_dir):
-    """The export's SETTINGS_FILE, {} for an export written before it was recorded."""
+    """The export's SETTINGS_FILE, {} for a SavedModel saved without one (not by
+    `export_for_serving`)."""
     path = pathlib.Path(version_dir) / SETTINGS_FILE
     return json.loads(path.read_text()) if path.is_file() else {}
 

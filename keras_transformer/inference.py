@@ -183,8 +183,8 @@ class SignatureTranslator(LoadedTranslator):
             ]
         if "nbest_translations" not in outputs[0]:
             raise ValueError(
-                f"{self.description} has no n-best outputs: it was exported by an earlier "
-                "keras-transformer; export the model again"
+                f"{self.description} has no n-best outputs: export the model again "
+                "(python -m serving.export)"
             )
         check_n_best(n_best, len(outputs[0]["nbest_translations"]), self.description)
         return [
@@ -212,8 +212,8 @@ class SignatureTranslator(LoadedTranslator):
             if argument in inputs:
                 return function
         raise ValueError(
-            f"{self.description} has no {name!r} signature taking {argument!r}: it was exported "
-            "by an earlier keras-transformer; export the model again (python -m serving.export)"
+            f"{self.description} has no {name!r} signature taking {argument!r}: export the model "
+            "again (python -m serving.export)"
         )
 
 

@@ -563,10 +563,9 @@ def test_prefix_and_score_signatures_answer_as_the_library(exported, number_tran
 
 
 @pytest.mark.slow
-def test_an_export_without_the_new_signatures_says_to_export_again(exported):
-    """An export whose `translate` takes sentences alone (before target prefixes) and has no
-    `score` signature: a prefix or a score is refused, naming what to do; plain translation
-    works."""
+def test_a_saved_model_without_a_signature_says_to_export_again(exported):
+    """A SavedModel whose `translate` takes sentences alone and that has no `score` signature:
+    a prefix or a score is refused, naming what to do; plain translation works."""
     from keras_transformer.inference import SignatureTranslator
 
     version_dir, pairs = exported

@@ -176,6 +176,8 @@ def test_every_numeric_flag_is_checked_where_it_is_parsed():
         ("training.evaluate", ["--model", "m", "--top-p", "1.5"], "--top-p: expected a number in "
          "(0, 1], got 1.5"),
         ("training.average_checkpoints", ["--run-dir", "r", "--last", "0"], "--last: expected"),
+        ("training.average_checkpoints", ["--run-dir", "r", "--last", "2", "--checkpoints", "a"],
+         "--checkpoints: not allowed with argument --last"),
         ("serving.client", ["--port", "0"], "--port: expected an integer of at least 1, got 0"),
         ("serving.client", ["--timeout", "-1"], "--timeout: expected a number above 0, got -1"),
         ("serving.translate", ["--model", "m", "--beam-size", "0"], "--beam-size: expected"),

@@ -30,15 +30,9 @@ def tokenizers(tmp_path_factory):
 
 
 def tiny_config(tokenizer_sha256):
+    shape = dict(num_layers=1, d_model=32, num_heads=2, d_ff=64, max_length=32)
     return kt.TransformerConfig.preset(
-        "tiny",
-        vocab_size=VOCAB_SIZE,
-        num_layers=1,
-        d_model=32,
-        num_heads=2,
-        d_ff=64,
-        max_length=32,
-        tokenizer_sha256=tokenizer_sha256,
+        "tiny", vocab_size=VOCAB_SIZE, tokenizer_sha256=tokenizer_sha256, **shape
     )
 
 

@@ -13,13 +13,14 @@ from keras_transformer_cli import console, flags
 def build_parser():
     parser = flags.parser(__doc__, "training.average_checkpoints")
     flags.add_run_dir(parser)
-    parser.add_argument(
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument(
         "--last",
         type=flags.COUNT,
         default=5,
         help="how many of the latest checkpoints (the paper: 5 for base, 20 for big models)",
     )
-    parser.add_argument(
+    chosen.add_argument(
         "--checkpoints",
         type=pathlib.Path,
         nargs="+",
