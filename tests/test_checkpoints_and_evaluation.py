@@ -12,6 +12,7 @@ import sacrebleu
 import tensorflow as tf
 
 import keras_transformer as kt
+from keras_transformer.data.corpus import read_lines
 from keras_transformer_cli import checkpoints, run_dir
 from keras_transformer_cli.checkpoints import Backup, StepCheckpoints, TrainingDiverged
 from keras_transformer_cli.versions import export_for_serving
@@ -313,7 +314,7 @@ def test_evaluate_samples_a_monolingual_file_reproducibly(saved_number_model, ca
                 str(root / f"sampled.{name}.txt"),
             ]
         )
-        outputs.append((root / f"sampled.{name}.txt").read_text().splitlines())
+        outputs.append(read_lines(root / f"sampled.{name}.txt"))  # split at \n alone
     printed = capsys.readouterr().out
     assert "BLEU" not in printed and f"translations written to {root / 'sampled.c.txt'}" in printed
     assert len(outputs[0]) == 20 and all(outputs[0])

@@ -476,7 +476,7 @@ def test_command_line(server, capsys, tmp_path):
         (
             [*rest, "--source", str(tmp_path / "missing.txt")],
             "",
-            r"--source .*missing.txt: No such file or directory",
+            r"--source .*missing.txt: no such file",
         ),
         ([*rest, "--model-name", "words", "eins"], "", r"HTTP 404: Servable not found"),
         (
