@@ -186,13 +186,13 @@ def known_tokenizer_file(plan, directory, binarized):
 
 def vocabulary_size(data, binarized, tokenizer_file):
     """The vocabulary size of binarized data (its index says), of `tokenizer_file`, or the one
-    asked for; read with sentencepiece alone, since TensorFlow must not start before
-    --cpu-devices splits the CPU."""
+    asked for; read by sentencepiece before the strategy is made, which no TensorFlow operation
+    may precede (--cpu-devices splits the CPU there)."""
     if binarized:
         return binarized.vocab_size
     if not tokenizer_file:
         return data.vocab_size or DEFAULT_VOCAB_SIZE
-    from keras_transformer.tokenizer import checked_processor  # its module imports TensorFlow
+    from keras_transformer.tokenizer import checked_processor
 
     try:
         return checked_processor(tokenizer_file.read_bytes()).get_piece_size()
