@@ -341,8 +341,8 @@ def main(argv=None):
     policy = "mixed_bfloat16" if gpu else "float32"
     presets = ("base", "big") if not args.quick else ("tiny",)
     # In the order of what matters most, each written when done: a run cut short keeps the rest.
-    steps = [("models", lambda preset=presets[0]: model_rows(preset, MODELS, policy, args.quick,
-                                                             rate))]  # fmt: skip
+    first = MODELS if not args.quick else PEERS  # the written-out Eq. 1 is base's A/B
+    steps = [("models", lambda: model_rows(presets[0], first, policy, args.quick, rate))]
     demo_flags = [*(QUICK_DEMO_FLAGS if args.quick else gpu_demo_flags()), *args.demo_flags.split()]
     steps += [("demo", lambda: demo_run(args.data, args.demo_minutes, args.output_dir, demo_flags))]
     steps += [("host", lambda: host_share(args.data, args.quick))]

@@ -123,7 +123,7 @@ def test_every_recorded_setting_names_the_flag_declared_for_it():
 
 def test_a_resume_must_agree_on_the_phrase_tag(tmp_path):
     """--tag-phrases (and --sentence-alternatives) is recorded with the phrase mixture; an
-    untagged mixture's record is the one written before the flag (so older runs resume), and a
+    untagged mixture's record omits the tag (the default is recorded by omission), and a
     resume that changes the tag is refused naming the flags."""
     from keras_transformer_cli.run_dir import RunDirectory, RunError, RunState
     from training.datasets import phrase_mixture

@@ -78,7 +78,7 @@ def test_one_vocabulary_for_both_languages(tokenizer):
 
 
 def test_survives_keras_set_random_seed(tokenizer):
-    """Seeding clears TensorFlow's kernel cache, which used to destroy the model resource."""
+    """Seeding clears TensorFlow's kernel cache; the tokenizer's model resource survives it."""
     import keras
 
     before = tokenizer.tokenize(tf.constant(["Das Haus."]), padded=True).numpy()

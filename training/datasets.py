@@ -176,7 +176,7 @@ def phrase_mixture(phrases, sentence_repeats, tag_phrases, sentence_alternatives
     if not phrases:
         return None
     record = {"sentence_repeats": sentence_repeats}
-    if tag_phrases:  # an untagged mixture's record is as before the flag
+    if tag_phrases:  # the defaults are recorded by omission
         record["tag"] = phrase_tag()
     if sentence_alternatives:  # likewise
         record["sentence_alternatives"] = True

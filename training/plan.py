@@ -409,7 +409,7 @@ class TrainingPlan:
             vocabulary = {"tokenizer": str(tokenizer_beside(selection.init_from))}
         else:
             vocabulary = {"vocab_size": data.vocab_size or flags.DEFAULT_VOCAB_SIZE}
-            if data.subword_model != "bpe":  # a BPE run's record is as before the flag
+            if data.subword_model != "bpe":  # BPE, the default, is recorded by omission
                 vocabulary["model"] = data.subword_model
         return {
             "preset": self.model.preset,
