@@ -330,26 +330,46 @@ def test_a_full_disk_names_the_file_and_where_to_free_space(trained, tmp_path):
     naming what they were writing (never a temporary file, never TensorFlow's function-node
     text) and where to free space; nothing is left behind, the export's new folders neither."""
     _, run = trained
-    limit = "import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))"
     model = str(run / "model.keras")
+    runs = []
     for program, argv, written in (
         ("training.average_checkpoints", ["--run-dir", str(run), "--last", "2"], "avg.keras"),
         ("serving.ctranslate2", ["--model", model], "ct2"),
         ("serving.export", ["--model", model, "--export-dir", str(tmp_path / "new" / "m")], "m"),
     ):
         target = tmp_path / ("new/m" if written == "m" else written)
-        argv += [] if written == "m" else ["--output", str(target)]
-        code = f"{limit}\nimport runpy, sys\nsys.argv = ['{program}', *sys.argv[1:]]\n"
-        code += f"runpy.run_module('{program}', run_name='__main__')"
-        completed = run_python("-c", code, *argv, status=1)
-        (error,) = [line for line in completed.stderr.splitlines() if line.startswith("error")]
+        runs.append((program, argv + ([] if written == "m" else ["--output", str(target)])))
+    completed = run_python("-c", FULL_DISK_PROGRAMS, json.dumps(runs))
+    statuses = [line for line in completed.stdout.splitlines() if line.startswith("status")]
+    assert statuses == ["status 1"] * 3, completed.stdout + completed.stderr[-3000:]
+    errors = [line for line in completed.stderr.splitlines() if line.startswith("error")]
+    for (_, argv), error in zip(runs, errors, strict=True):
+        target = argv[argv.index("--output") + 1] if "--output" in argv else tmp_path / "new/m"
         assert error.startswith(f"error: no space left for {target} (File too large); free some "
                                 f"space in {tmp_path} and run it again"), error  # fmt: skip
-        assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+# The programs [(module, argv)] of argv[1], one after another in this process, under a 200 KB
+# file-size limit (Python ignores SIGXFSZ: a write past it fails with EFBIG); each one's status
+# printed.
+FULL_DISK_PROGRAMS = """
+import json, resource, runpy, sys
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+for program, argv in json.loads(sys.argv[1]):
+    sys.argv = [program, *argv]
+    try:
+        runpy.run_module(program, run_name="__main__")
+        print("status 0", flush=True)
+    except SystemExit as stop:
+        print(f"status {stop.code}", flush=True)
+"""
 
 
 @pytest.mark.slow
-def test_a_directory_or_a_cut_file_where_a_model_file_is_expected_says_so(trained, tmp_path):
+def test_a_directory_or_a_cut_file_where_a_model_file_is_expected_says_so(
+    trained, tmp_path, capsys
+):
     run_flags, run = trained
     cut = tmp_path / "model.keras"
     cut.write_bytes((run / "model.keras").read_bytes()[:3000])
@@ -363,8 +383,8 @@ def test_a_directory_or_a_cut_file_where_a_model_file_is_expected_says_so(traine
          f"--init-from {run} is a directory; give the model file in it (e.g. "
          f"{run / 'model.keras'})"),
     ):  # fmt: skip
-        completed = run_python("-m", program.__name__, *argv, status=1)
-        assert f"error: {message}" in completed.stderr and "File not found" not in completed.stderr
+        error = fails(capsys, program.main, argv)
+        assert error.startswith(f"error: {message}") and "File not found" not in error, error
 
 
 def test_the_loser_of_two_writers_of_one_folder_names_its_flag(tmp_path):
