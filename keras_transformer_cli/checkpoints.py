@@ -24,6 +24,7 @@ optimizer's counter: under JAX, reading the model in the middle of an epoch copi
 training state back from the device (`jax_state_sync`), which stalls the step.
 """
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -259,6 +260,21 @@ def check_finite(model, weights, path):
         )
 
 
+@contextlib.contextmanager
+def process_local():
+    """Keras's distribution unset for the block: what one process does alone (the chief's
+    writes). Keras's saving creates variables (reference objects, to learn which attributes to
+    skip); under a distribution over several processes (JAX) placing a variable is a collective
+    (`jax.device_put` checks that every process passes the same value), which the processes
+    that do not save never join."""
+    distribution = keras.distribution.distribution()
+    keras.distribution.set_distribution(None)
+    try:
+        yield
+    finally:
+        keras.distribution.set_distribution(distribution)
+
+
 class Backup(keras.callbacks.Callback):
     """The exact training state (the model's and the optimizer's variables) for resuming a
     stopped or killed run: at the start of a new run (step 0), at the end of every epoch, and
@@ -301,7 +317,8 @@ class Backup(keras.callbacks.Callback):
         variables = [*self.model.weights, *self.model.optimizer.variables]
         size = sum(math.prod(v.shape) * np.dtype(v.dtype).itemsize for v in variables)
         ensure_room(self.backup_dir / name, int(size * 1.1) + 2**20)  # with h5's overhead
-        write_atomically(self.backup_dir / name, self.model.save_weights)
+        with process_local():
+            write_atomically(self.backup_dir / name, self.model.save_weights)
         index = {"step": step, "weights": name}
         if self.keep_best:
             index["best"] = self.keep_best.state.to_dict()

@@ -1,5 +1,5 @@
 """`python -m training.train`: a short run end to end, resuming after SIGKILL, tf.distribute
-(MirroredStrategy on two logical CPUs, MultiWorkerMirroredStrategy with two processes), mixed
+(MirroredStrategy on two logical CPUs; two processes are tests/test_two_processes.py's), mixed
 precision, and bad input that is refused before anything is written."""
 
 import glob
@@ -794,30 +794,6 @@ def run_two_workers(args, timeout):
         for i in range(2)
     ]
     return [(worker, *worker.communicate(timeout=timeout)) for worker in workers]
-
-
-@pytest.mark.slow
-def test_multi_worker_mirrored_strategy_trains_with_two_workers(number_data, tmp_path):
-    out = tmp_path / "run"
-    finished = run_two_workers(
-        tiny_run(
-            number_data, out, "--steps", "4", "--steps-per-epoch", "2", "--bleu-sentences", "2"
-        ),
-        400,
-    )
-    for worker, stdout, stderr in finished:
-        assert worker.returncode == 0, stdout[-2000:] + stderr[-4000:]
-        assert re.search(
-            r"(MultiWorkerMirrored|CollectiveAllReduce)Strategy with 2 replica\(s\)", stderr
-        ), stderr[-3000:]
-        assert "training stopped at step 4" in stderr
-    (_, chief_out, chief_err), (_, worker_out, worker_err) = finished
-    assert "SavedModel exported to" in chief_out and "SavedModel exported to" not in worker_out
-    assert (
-        "training a vocabulary of 300 pieces" in chief_err
-        and "training a vocabulary" not in worker_err
-    )  # worker 1 loads the chief's
-    assert checkpoints_steps(out) == [2, 4]
 
 
 def test_workers_stop_together_when_the_chief_cannot_write_the_tokenizer(tmp_path):

@@ -109,6 +109,7 @@ def resolve(plan, directory, scratch):
     strategy = runtime.create_strategy(hardware.strategy, hardware.tpu, hardware.cpu_devices)
     check_batch_budget(plan, config, strategy)
     check_backend(plan)
+    check_several_processes(plan, strategy, binarized)
     precision = runtime.set_mixed_precision(hardware.mixed_precision, strategy)
     context = RunContext(
         plan=plan,
@@ -257,6 +258,20 @@ def check_batch_budget(plan, config, strategy):
             raise ValueError(
                 f"{flag} cannot be used with several workers: they must stop at the same step"
             )
+
+
+def check_several_processes(plan, strategy, binarized):
+    """Refuses other data than binarized under several JAX processes: each reads its own rows
+    of every global batch (`runtime.Devices.part`), which binarized data gives."""
+    jax_processes = isinstance(strategy, runtime.Devices) and runtime.in_multi_worker_mode(strategy)
+    if jax_processes and not binarized:
+        dataset = plan.data.dataset
+        raise ValueError(
+            f"--dataset {dataset}: several JAX processes train from binarized data, each "
+            f"reading its own rows of every batch: binarize it once (python -m "
+            f"training.binarize --dataset {dataset} --output DIR) and give --dataset "
+            "binarized:DIR"
+        )
 
 
 def check_backend(plan):

@@ -5,13 +5,19 @@ Under TensorFlow a tf.distribute strategy: one code path for one CPU, several GP
 several machines; the strategy's scope builds the model, and `model.fit` splits each batch across
 its replicas. Under JAX, Keras's own distribution API (`Devices`): every local device with
 `keras.distribution.DataParallel`, and several machines through `keras.distribution.initialize`
-(the KERAS_DISTRIBUTION_* variables). TensorFlow is imported only under its backend.
+(the KERAS_DISTRIBUTION_* variables). Under several workers (processes) of either, they meet at
+barriers (`workers_agree`), and a collective whose peer is gone ends the run with one error
+naming that worker (`naming_lost_workers`). TensorFlow is imported only under its backend.
 """
 
+import atexit
 import contextlib
 import json
 import os
 import pathlib
+import re
+import sys
+import textwrap
 
 import keras
 
@@ -78,10 +84,10 @@ class Devices:
         return contextlib.nullcontext()
 
     def __str__(self):
-        hosts = f" on {self.part[1]} hosts" if self.part[1] > 1 else ""
+        processes = f" in {self.part[1]} processes" if self.part[1] > 1 else ""
         if self.num_replicas_in_sync == 1:
             return f"one device ({self.devices[0]})"
-        return f"DataParallel over {self.num_replicas_in_sync} devices{hosts}"
+        return f"DataParallel over {self.num_replicas_in_sync} devices{processes}"
 
 
 def create_strategy(name, tpu=None, cpu_devices=1):
@@ -154,7 +160,10 @@ def keras_devices(name):
     devices = keras.distribution.list_devices()
     if name == "default" or len(devices) == 1:
         return Devices(devices[:1])
-    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
+    # each process feeds its own rows of every global batch (`Devices.part`)
+    keras.distribution.set_distribution(
+        keras.distribution.DataParallel(devices=devices, auto_shard_dataset=False)
+    )
     return Devices(devices, (jax.process_index(), jax.process_count()))
 
 
@@ -182,12 +191,16 @@ def is_chief():
 
 
 def workers_agree(strategy, ok):
-    """Whether every worker passes ok=True: under several workers a collective sum that waits
-    for all of them (a barrier; MultiWorkerMirroredStrategy's health check ends it when a worker
-    dies); `ok` itself otherwise (also under JAX, whose workers then fail on their own when
-    the chief wrote nothing)."""
+    """Whether every worker passes ok=True: under several workers a collective that waits for
+    all of them (a barrier; a lost worker ends it, `naming_lost_workers`), `ok` itself
+    otherwise."""
     if not in_multi_worker_mode(strategy):
         return ok
+    if isinstance(strategy, Devices):  # JAX's processes: a gather over all of them
+        import numpy as np
+        from jax.experimental import multihost_utils
+
+        return not multihost_utils.process_allgather(np.int32(not ok)).any()
     import tensorflow as tf
 
     failures = strategy.experimental_distribute_values_from_function(
@@ -197,10 +210,108 @@ def workers_agree(strategy, ok):
 
 
 def in_multi_worker_mode(strategy):
-    """True under a MultiWorkerMirroredStrategy of more than one worker (never under JAX)."""
+    """True under a MultiWorkerMirroredStrategy of more than one worker, or JAX's devices of
+    more than one process."""
     if isinstance(strategy, Devices):
-        return False
+        return strategy.part[1] > 1
     return several_workers(strategy)
+
+
+class WorkerLost(RuntimeError):
+    """Another process of the run's cluster ended or could not be reached."""
+
+
+# What JAX says when a collective's peer process is gone: Gloo's (CPUs) or NCCL's (GPUs) failed
+# operation, a lost connection, a missed heartbeat. It raises that as a JaxRuntimeError, or as a
+# ValueError from a jitted call (`jax.device_put`'s check that every process passes one value).
+JAX_LOST_PEER = re.compile(r"(Gloo|NCCL)\b.* failed|closed by peer|reset by peer|heartbeat timeout")
+
+
+@contextlib.contextmanager
+def naming_lost_workers(backup):
+    """Turns the error of a collective whose peer is gone (its process ended or its machine
+    cannot be reached) into one WorkerLost naming that worker and what to do: restart them all
+    with the same command, which resumes from `backup`. TensorFlow raises it when the connection
+    closes or the coordination service misses the worker's heartbeats; JAX's collectives when
+    the connection closes (a silent machine: JAX's own coordination service ends the process
+    once its heartbeats time out)."""
+    try:
+        yield
+    except Exception as error:
+        lost = lost_worker(error)
+        if lost is None:
+            raise
+        # TensorFlow's {{function_node ...}} names the op, not the cause
+        reason = textwrap.shorten(re.sub(r"\{\{.*?\}\}", "", str(error)), 200, placeholder=" ...")
+        raise WorkerLost(
+            f"{lost} was lost ({reason}): restart every worker with the same command to resume "
+            f"from the backup in {backup}"
+        ) from error
+
+
+def lost_worker(error):
+    """The worker whose loss `error` reports, named with its address where the cluster's
+    variables give it ("worker 1 (127.0.0.1:2222)", "process 1"); None when `error` is no
+    collective's failure of a cluster."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow" and os.environ.get("TF_CONFIG"):
+        import tensorflow as tf
+
+        lost = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError)
+        return lost_tf_worker(str(error)) if isinstance(error, lost) else None
+    if backend == "jax" and os.environ.get("KERAS_DISTRIBUTION_PROCESS_ID"):
+        import jax
+
+        raised = isinstance(error, (jax.errors.JaxRuntimeError, ValueError))
+        if raised and JAX_LOST_PEER.search(str(error)):
+            return lost_jax_process()
+    return None
+
+
+def lost_tf_worker(message):
+    """The TF_CONFIG task other than this one that `message` names (TensorFlow names a
+    collective's remote peer as /job:worker/replica:0/task:1), else the only other one; None
+    in a cluster of one."""
+    config = json.loads(os.environ["TF_CONFIG"])
+    cluster, task = config.get("cluster", {}), config.get("task", {})
+    own = (task.get("type"), int(task.get("index", 0)))
+    tasks = {(job, i): address for job in cluster for i, address in enumerate(cluster[job])}
+    named = {(job, int(i)) for job, i in re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", message)}
+    others = [t for t in tasks if t != own]
+    if not others:
+        return None
+    candidates = [t for t in others if t in named] or others
+    if len(candidates) != 1:
+        return "a worker"
+    job, index = candidates[0]
+    return f"{job} {index} ({tasks[job, index]})"
+
+
+def lost_jax_process():
+    """The process other than this one of KERAS_DISTRIBUTION_*, with its address when the
+    addresses list every process; "a process" among more than two, None alone."""
+    own = int(os.environ["KERAS_DISTRIBUTION_PROCESS_ID"])
+    count = int(os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES") or 0)
+    if count < 2:
+        return None
+    if count > 2:
+        return "a process"
+    other = 1 - own
+    addresses = os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES", "").split(",")
+    return f"process {other}" + (f" ({addresses[other]})" if len(addresses) == count else "")
+
+
+def end_at_exit(status):
+    """Makes this process end at its exit with `status`, before JAX's distributed shutdown:
+    its barrier would wait for a lost process until the heartbeats time out, then abort.
+    atexit runs the functions registered last first."""
+
+    def end():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+
+    atexit.register(end)
 
 
 def bf16_capable_gpus():

@@ -36,11 +36,15 @@ def main(argv=None):
 
     from .fit import Interrupted
     from .run import train
+    from .runtime import WorkerLost, end_at_exit
 
     try:
         train(TrainingPlan.from_flags(args))
     except (ValueError, TrainingDiverged, FileExistsError) as error:
         console.fail(error)  # CorpusError and RunError are ValueErrors too
+    except WorkerLost as error:
+        end_at_exit(1)  # without waiting for the lost worker at JAX's shutdown
+        console.fail(error)
     except Interrupted as interruption:
         print(interruption, file=sys.stderr)
         sys.exit(128 + signal.SIGTERM)
