@@ -1,7 +1,8 @@
 """Binarized data: a corpus's token ids written once and read back as memory-mapped numpy arrays,
 as fairseq-preprocess and fairseq-train do, so that training needs neither TensorFlow nor the
-tokenizer. `python -m training.binarize` writes a folder on a machine with TensorFlow; `Binarized`
-reads it anywhere numpy runs, and `Binarized.batches` builds §5.1's batches on the host.
+tokenizer. `python -m training.binarize` writes a folder on a machine with TensorFlow, a chunk
+of pairs at a time (`SplitWriter`); `Binarized` reads it anywhere numpy runs, and
+`Binarized.batches` builds §5.1's batches on the host.
 
     DIR/index.json                 FORMAT, VERSION, the tokenizer's file, SHA-256 and vocabulary
                                    size, max_length, the dataset and its languages, and per split
@@ -18,6 +19,7 @@ Only numpy is imported here: this module runs where TensorFlow is not installed.
 
 import collections
 import dataclasses
+import io
 import json
 import pathlib
 import queue
@@ -58,23 +60,90 @@ def text_path(directory, split):
     return pathlib.Path(directory) / f"{split}.pairs.jsonl"
 
 
-def write_split(directory, split, source_ids, target_ids, pairs=None):
-    """Writes one split's arrays (lists of int sequences, one per kept pair) and, if given, its
-    text `pairs` [(source, target)]; returns {"source": tokens, "target": tokens}."""
-    tokens = {}
-    for side, sequences in zip(SIDES, (source_ids, target_ids)):
-        lengths = np.fromiter((len(s) for s in sequences), np.int64, len(sequences))
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        ids = np.concatenate([np.asarray(s, np.int32) for s in sequences] or [np.zeros(0)])
+def text_lines(pairs):
+    """The (source, target) `pairs` as the lines of SPLIT.pairs.jsonl, UTF-8 bytes."""
+    lines = (json.dumps([source, target], ensure_ascii=False) + "\n" for source, target in pairs)
+    return "".join(lines).encode("utf-8")
+
+
+class GrowingArray:
+    """A 1-D .npy file written as its values come (`append`), readable by `np.load` once
+    closed: the room of its version 1.0 header is reserved first (its size does not depend on
+    the length), the values appended raw, and the header with the final length written last."""
+
+    def __init__(self, path, dtype):
+        self.path, self.dtype, self.length = pathlib.Path(path), np.dtype(dtype), 0
+        self.handle = self.path.open("wb")
+        self.reserved = len(self.header())
+        self.handle.write(b"\0" * self.reserved)
+
+    def header(self):
+        buffer = io.BytesIO()
+        np.lib.format.write_array_header_1_0(
+            buffer,
+            {
+                "descr": np.lib.format.dtype_to_descr(self.dtype),
+                "fortran_order": False,
+                "shape": (self.length,),
+            },
+        )
+        return buffer.getvalue()
+
+    def append(self, values):
+        values = np.ascontiguousarray(values, self.dtype)
+        self.handle.write(values.tobytes())
+        self.length += len(values)
+
+    def close(self, complete=True):
+        """Closes the file, its header written when `complete`."""
+        with self.handle:
+            if not complete:
+                return
+            header = self.header()
+            if len(header) != self.reserved:
+                raise RuntimeError(
+                    f"{self.path}: the .npy header of {self.length} values takes {len(header)} "
+                    f"bytes, not the {self.reserved} reserved"
+                )
+            self.handle.seek(0)
+            self.handle.write(header)
+
+
+class SplitWriter:
+    """One split's files (the arrays and, with `keep_text`, SPLIT.pairs.jsonl) written as its
+    kept pairs come, chunk by chunk (`add`), complete when the `with` block ends without error:
+    memory holds one chunk, whatever the split's size. `tokens`: {side: tokens written}."""
+
+    def __init__(self, directory, split, keep_text):
         paths = array_paths(directory, split)
-        np.save(paths[side, "ids"], ids.astype(np.int32))
-        np.save(paths[side, "offsets"], offsets)
-        tokens[side] = int(offsets[-1])
-    if pairs is not None:
-        with text_path(directory, split).open("w", encoding="utf-8") as handle:
-            for pair in pairs:
-                handle.write(json.dumps(list(pair), ensure_ascii=False) + "\n")
-    return tokens
+        self.ids = {side: GrowingArray(paths[side, "ids"], np.int32) for side in SIDES}
+        self.offsets = {side: GrowingArray(paths[side, "offsets"], np.int64) for side in SIDES}
+        for offsets in self.offsets.values():
+            offsets.append([0])
+        self.text = text_path(directory, split).open("wb") if keep_text else None
+
+    def __enter__(self):
+        return self
+
+    def add(self, ids, lengths, text=None):
+        """Appends a chunk: `ids` {side: its kept pairs' ids end to end}, `lengths` {side: each
+        kept pair's length}, `text` its pairs (kept or not) as `text_lines` when the split keeps
+        its text."""
+        for side in SIDES:
+            self.offsets[side].append(self.ids[side].length + np.cumsum(lengths[side]))
+            self.ids[side].append(ids[side])
+        if self.text is not None:
+            self.text.write(text)
+
+    def __exit__(self, kind, error, traceback):
+        for array in (*self.ids.values(), *self.offsets.values()):
+            array.close(complete=kind is None)
+        if self.text is not None:
+            self.text.close()
+
+    @property
+    def tokens(self):
+        return {side: self.ids[side].length for side in SIDES}
 
 
 @dataclasses.dataclass
