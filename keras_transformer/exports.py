@@ -42,7 +42,8 @@ def latest_version(model_dir):
 
 def search_settings(translator):
     """What a `kt.Translator` (and so its export's graph) decodes with: the search (§6.1), its
-    n-best, whether it samples, and the lengths it holds."""
+    n-best, whether it samples, the lengths it holds, and whether its search is compiled with
+    XLA (`jit_compile`: TensorFlow Serving then needs `--xla_cpu_compilation_enabled=true`)."""
     return {
         "beam_size": translator.beam_size,
         "alpha": translator.alpha,
@@ -52,6 +53,7 @@ def search_settings(translator):
         "search": repr(translator.search),  # e.g. "Beam(beam_size=4, alpha=0.6)"
         "max_source_length": translator.max_source_length,
         "max_length": translator.model.config.max_length,
+        "jit_compile": translator.jit_compile,
     }
 
 

@@ -101,7 +101,7 @@ def _saved_model_translator(model_dir, given):
         ) from None
     return SignatureTranslator(
         loaded.signatures,
-        f"SavedModel {version_dir}",
+        f"SavedModel {version_dir}{', XLA' if own.get('jit_compile') else ''}",
         limits_of(own) if own else None,
         own.get("nbest"),
     )

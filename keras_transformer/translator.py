@@ -60,10 +60,12 @@ class Translator(tf.Module):
     instead of beam search or sampling (its `beam_size`, and its `alpha` if it has one, are
     the translator's; a `beam_size` or `alpha` given beside it must agree). Without either,
     beam search of `beam_size` (default 4) and `alpha` (default 0.6), §6.1.
-    `jit_compile=True` compiles the search with XLA, for translating in Python (as
-    `training.evaluate --jit-compile` does): XLA compiles once per batch size and source
-    length rounded up to a multiple of 16, and the translator cannot be saved, since TensorFlow
-    Serving runs without XLA.
+    `jit_compile=True` compiles the search (the encoder and the decoding loop, with static
+    shapes) as one XLA function, tokenizing, detokenizing and the alignment outside it: for
+    translating in Python (`training.evaluate --jit-compile`) and for an XLA export
+    (`serving.export --jit-compile`). XLA compiles once per batch size and source length rounded
+    up to a multiple of 16. TensorFlow Serving runs such an export only when started with
+    `--xla_cpu_compilation_enabled=true`, on a CPU (its GPU build cannot: serving #2214).
     """
 
     def __init__(
@@ -128,13 +130,8 @@ class Translator(tf.Module):
 
     def save(self, directory):
         """Writes the SavedModel to `directory`: the tokenizer's model inside, and the
-        `serving_default`, `translate` and `score` signatures."""
-        if self.jit_compile:
-            raise ValueError(
-                "a Translator with jit_compile=True cannot be saved: its search is an XLA "
-                "cluster, and TensorFlow Serving runs without XLA; save one built with "
-                "jit_compile=False"
-            )
+        `serving_default`, `translate` and `score` signatures (with `jit_compile`, the
+        translating ones' search marked for XLA)."""
         tf.saved_model.save(self, str(directory), signatures=self.signatures())
         return directory
 

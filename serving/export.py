@@ -1,6 +1,7 @@
 """Write a SavedModel whose serving_default signature translates strings (beam search, §6.1; or
 diverse beam search, --diverse-groups) into EXPORT_DIR/<version>/, the layout TensorFlow Serving
-loads.
+loads. With --jit-compile its search is one XLA-compiled function: TensorFlow Serving runs it
+only when started with --xla_cpu_compilation_enabled=true, on a CPU (docs/serving.md).
 
 python -m serving.export --model runs/demo/model.keras --export-dir exports/transformer
 """
@@ -22,6 +23,12 @@ def build_parser():
         ("--diversity", flags.at_least(0.0, float), 0.5, "the groups' penalty per beam of an "
          "earlier group that chose the same token at the same step"),
     )  # fmt: skip
+    flags.JIT_COMPILE.add(
+        parser,
+        help="compile the search (the encoder and the decoding loop) as one XLA function; "
+        "TensorFlow Serving runs it only when started with --xla_cpu_compilation_enabled=true, "
+        "and its GPU build not at all (default: a plain graph, which any server runs)",
+    )
     return parser
 
 
@@ -50,6 +57,7 @@ def main(argv=None):
             args.alpha,
             args.extra_length,
             search=search,
+            jit_compile=args.jit_compile,
         )
         version_dir = export_for_serving(translator, args.export_dir, args.version)
     except (ValueError, FileExistsError) as error:

@@ -77,3 +77,15 @@ def test_a_search_that_is_not_a_frozen_dataclass_is_refused():
     for search in (Undecorated, Mutable):
         with pytest.raises(TypeError, match=f"{search.__qualname__} must be a frozen dataclass"):
             search()
+
+
+def test_a_search_that_gives_no_step_is_refused():
+    """A search gives `advance` (log-probabilities, as NoRepeat) or `advance_logits`; without
+    either, each would call the other."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Stepless(Search):
+        pass
+
+    with pytest.raises(TypeError, match="Stepless must give `advance` or `advance_logits`"):
+        Stepless()

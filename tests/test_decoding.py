@@ -8,7 +8,7 @@ import tensorflow as tf
 from conftest import random_ids
 
 import keras_transformer as kt
-from keras_transformer.decoding import Beam, Greedy, StepState, search_over_steps, top_k
+from keras_transformer.decoding import NEG_INF, Beam, Greedy, StepState, search_over_steps, top_k
 
 NO_STATE = StepState((), ())  # the toy decoders keep no state
 
@@ -229,6 +229,28 @@ def test_blocked_top_k_equals_top_k(ties):
     expected = tf.math.top_k(x, 8)
     np.testing.assert_array_equal(values, expected.values)
     np.testing.assert_array_equal(indices, expected.indices)
+
+
+@pytest.mark.parametrize("columns", [5, 1001, 2048])
+def test_top_k_of_offset_rows_equals_top_k_of_their_sums(columns):
+    """Beam search's candidates (a hypothesis's score less its normaliser, plus a token's
+    logit) ranked without forming them: the values and indices of tf.math.top_k over the sums
+    flattened, ties (rounded logits and scores), impossible tokens, empty beams and one beam
+    holding all of a sentence's best included, blocked or not."""
+    rng = np.random.default_rng(columns)
+    x = np.round(rng.normal(scale=3.0, size=(6, 4, columns)), 1).astype("float32")
+    x[:, :, [0, 2]] += NEG_INF
+    x[1, 2, np.arange(columns) != 4] += NEG_INF  # a forced token
+    offsets = np.round(rng.normal(-3.0, 1.0, size=(6, 4)), 1).astype("float32")
+    offsets[0, 1:] = NEG_INF
+    offsets[2, 1:] -= 30.0
+    values, indices = top_k(tf.constant(x), 8, offsets=tf.constant(offsets))
+    sums = tf.reshape(offsets[:, :, None] + x, [6, -1])
+    expected = tf.math.top_k(sums, 8)
+    np.testing.assert_array_equal(values, expected.values)
+    np.testing.assert_array_equal(indices, expected.indices)
+    if columns > 8 + 2:  # sentence 2's 8 best all extend its beam 0
+        assert (indices.numpy()[2] < columns).all()
 
 
 def test_early_termination_never_cuts_a_better_alive_hypothesis():

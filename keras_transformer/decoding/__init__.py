@@ -8,7 +8,9 @@
 Each search is a small `Search` class (`search.py`): `Greedy`, `Sampler` (with its
 `SamplingSettings`), `Beam`, `DiverseBeam`; one loop runs them all (`loop.search_over_steps`
 over a step function, `loop.search_model` on a model, in the caller's graph), with the model's
-step function (`model_step`), the constraints (`constraints`) and the shrinking batch.
+step function (`model_step`), the constraints (`constraints`) and the shrinking batch. A search
+reads each step's constrained logits and log normalisers (`NextTokenLogits`): greedy and beam
+search normalise only the few tokens they rank.
 `run_search` (`compiled`) compiles a search once per model and settings (`jit_compile=True`:
 with XLA)."""
 
@@ -27,7 +29,7 @@ from keras_transformer.decoding.model_step import (
     encoder_decoder_attention,
 )
 from keras_transformer.decoding.sampling import Sampler, SamplingSettings
-from keras_transformer.decoding.search import NEG_INF, Search
+from keras_transformer.decoding.search import NEG_INF, NextTokenLogits, Search
 from keras_transformer.decoding.top_k import top_k
 
 
@@ -119,6 +121,7 @@ __all__ = [
     "Beam",
     "DiverseBeam",
     "Greedy",
+    "NextTokenLogits",
     "Sampler",
     "SamplingSettings",
     "Search",

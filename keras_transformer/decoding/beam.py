@@ -59,17 +59,17 @@ class Beam(Search):
             done=tf.zeros([batch_size], tf.bool),
         )
 
-    def advance(self, hypotheses, log_probs, t, limits):
-        log_probs = tf.reshape(log_probs, [-1, self.beam_size, _vocab_size(log_probs)])
-        extensions = self.extend(hypotheses, log_probs, t, limits)
+    def advance_logits(self, hypotheses, scores, t, limits):
+        extensions = self.extend(hypotheses, *scores.per_sentence(self.beam_size), t, limits)
         hypotheses, last, parents = self.keep(hypotheses, extensions, t, limits)
         return hypotheses, tf.reshape(last, [-1]), parents
 
-    def extend(self, hypotheses, log_probs, t, limits, penalty=None):
-        """The 2K best extensions (`Extensions`) of the alive hypotheses given log_probs [A, K,
-        V], ranked by log P, or by log P + `penalty` [A, 1 or K, V] if given (a diverse
-        search's: it steers the choice, the scores keep log P)."""
-        return _extend(hypotheses, log_probs, t, limits, self.beam_size, penalty)
+    def extend(self, hypotheses, logits, log_normalizers, t, limits, penalty=None):
+        """The 2K best extensions (`Extensions`) of the alive hypotheses given their next
+        tokens' logits [A, K, V] and log normalisers [A, K] (`NextTokenLogits`), ranked by log P,
+        or by log P + `penalty` [A, 1 or K, V] if given (a diverse search's: it steers the
+        choice, the scores keep log P)."""
+        return _extend(hypotheses, logits, log_normalizers, t, limits, self.beam_size, penalty)
 
     def keep(self, hypotheses, extensions, t, limits):
         """The hypotheses after the step (the finished ones with those that end now, the K
@@ -88,21 +88,21 @@ class Beam(Search):
         return hypotheses.finished_tokens, hypotheses.finished_scores
 
 
-def _vocab_size(log_probs):
-    return log_probs.shape[-1] or tf.shape(log_probs)[-1]  # static: top_k sees it
-
-
-def _extend(hypotheses, log_probs, t, limits, beam_size, penalty=None):
-    """The 2K best extensions of the alive hypotheses, given the next-token log-probabilities
-    [B, K, V] (plus `penalty` to rank them). Two K: even if K of them end, K remain alive."""
-    vocab_size = _vocab_size(log_probs)
-    candidates = hypotheses.alive_log_probs[:, :, None] + log_probs
-    flat = tf.reshape(candidates, [-1, beam_size * vocab_size])
+def _extend(hypotheses, logits, log_normalizers, t, limits, beam_size, penalty=None):
+    """The 2K best extensions of the alive hypotheses, given their next tokens' logits [B, K, V]
+    and log normalisers [B, K] (plus `penalty` to rank them). An extension's log P is its
+    hypothesis's less the normaliser, plus the token's logit: without a penalty only the 2K
+    chosen are formed, not the K x V candidates. Two K: even if K of them end, K remain alive."""
+    vocab_size = logits.shape[-1] or tf.shape(logits)[-1]
+    offsets = hypotheses.alive_log_probs - log_normalizers
     if penalty is None:
-        ranks, (top_log_probs, top_indices) = None, top_k(flat, 2 * beam_size)
+        ranks = None
+        top_log_probs, top_indices = top_k(logits, 2 * beam_size, offsets=offsets)
     else:
+        candidates = offsets[:, :, None] + logits
         ranked = tf.reshape(candidates + penalty, [-1, beam_size * vocab_size])
         ranks, top_indices = top_k(ranked, 2 * beam_size)
+        flat = tf.reshape(candidates, [-1, beam_size * vocab_size])
         top_log_probs = tf.gather(flat, top_indices, batch_dims=1)
     parents, tokens = top_indices // vocab_size, top_indices % vocab_size
     sequences = write_column(tf.gather(hypotheses.alive_tokens, parents, batch_dims=1), tokens, t)

@@ -1,6 +1,9 @@
 """What every search obeys, in one place: each sentence's length bound (§6.1: source length +
 50), its least length before eos, its target prefix (forced tokens), and the tokens that are
-never outputs (pad, bos). They are applied to the log-probabilities before a search sees them."""
+never outputs (pad, bos). They are applied to the logits before a search sees them, by lowering
+an impossible token's logit by NEG_INF: what a search ranks and what it normalises later
+(`search.NextTokenLogits`) agree, and a forced token keeps its log-probability over the whole
+vocabulary."""
 
 import typing
 
@@ -61,44 +64,44 @@ def sentences(batch_size, limits, min_lengths=None, prefix=None):
     return kept
 
 
-def constrain(log_probs, t, kept, beam_size):
-    """log_probs [N, V] of step t (N = sentences x beam_size rows) with pad and bos made
+def constrain(logits, t, kept, beam_size):
+    """logits [N, V] of step t (N = sentences x beam_size rows) with pad and bos made
     impossible, eos too in the rows whose output may not end yet, and every token but the
     prefix's in the rows whose prefix has a token at t."""
     per_row = (lambda x: x) if beam_size == 1 else (lambda x: tf.repeat(x, beam_size, axis=0))
     min_length = kept.get("min_length")
-    log_probs = _allowed(log_probs, t, None if min_length is None else per_row(min_length))
+    logits = _allowed(logits, t, None if min_length is None else per_row(min_length))
     if "prefix" in kept:
-        log_probs = _forced(log_probs, t, per_row(kept["prefix"]))
-    return log_probs
+        logits = _forced(logits, t, per_row(kept["prefix"]))
+    return logits
 
 
-def _allowed(log_probs, t, min_lengths=None):
-    """log_probs [N, V] with pad and bos, never valid outputs, made impossible, and eos too in
+def _allowed(logits, t, min_lengths=None):
+    """logits [N, V] with pad and bos, never valid outputs, made impossible, and eos too in
     the rows whose output may not end at step t (t < min_lengths [N])."""
-    vocab_size = log_probs.shape[-1] or tf.shape(log_probs)[-1]  # static: the masks fold away
+    vocab_size = logits.shape[-1] or tf.shape(logits)[-1]  # static: the masks fold away
     never = tf.one_hot([PAD_ID, BOS_ID], vocab_size, on_value=NEG_INF, off_value=0.0)
-    log_probs = log_probs + tf.reduce_sum(never, axis=0)
+    logits = logits + tf.reduce_sum(never, axis=0)
     if min_lengths is None:
-        return log_probs
+        return logits
 
     def forbid_eos():
-        too_early = tf.cast(t < min_lengths, log_probs.dtype)[:, None]
+        too_early = tf.cast(t < min_lengths, logits.dtype)[:, None]
         eos = tf.one_hot(EOS_ID, vocab_size, on_value=NEG_INF, off_value=0.0)
-        return log_probs + too_early * eos
+        return logits + too_early * eos
 
     # Only the first steps need it (one, by default): the others skip two passes over [N, V].
-    return tf.cond(t < tf.reduce_max(min_lengths), forbid_eos, lambda: log_probs)
+    return tf.cond(t < tf.reduce_max(min_lengths), forbid_eos, lambda: logits)
 
 
-def _forced(log_probs, t, prefix):
-    """log_probs [N, V] with every token but prefix[:, t] made impossible in the rows whose
+def _forced(logits, t, prefix):
+    """logits [N, V] with every token but prefix[:, t] made impossible in the rows whose
     prefix [N, P + 1] has a token at t: the output starts with the prefix, whose own
     log-probabilities count in the score."""
     column = tf.gather(prefix, tf.minimum(t, tf.shape(prefix)[1] - 1), axis=1)
-    vocab_size = log_probs.shape[-1] or tf.shape(log_probs)[-1]
+    vocab_size = logits.shape[-1] or tf.shape(logits)[-1]
     only_column = tf.one_hot(column, vocab_size, on_value=0.0, off_value=NEG_INF)
-    return log_probs + tf.where(tf.not_equal(column, PAD_ID)[:, None], only_column, 0.0)
+    return logits + tf.where(tf.not_equal(column, PAD_ID)[:, None], only_column, 0.0)
 
 
 def _lengths(ids):

@@ -40,15 +40,17 @@ class DiverseBeam(Search):
     def start(self, batch_size, max_length):
         return tuple(self.group.start(batch_size, max_length) for _ in range(self.groups))
 
-    def advance(self, hypotheses, log_probs, t, limits):
-        beam, vocab_size = self.group, log_probs.shape[-1] or tf.shape(log_probs)[-1]
-        log_probs = tf.reshape(log_probs, [-1, self.beam_size, vocab_size])
+    def advance_logits(self, hypotheses, scores, t, limits):
+        beam, (logits, log_normalizers) = self.group, scores.per_sentence(self.beam_size)
+        vocab_size = logits.shape[-1] or tf.shape(logits)[-1]
         chosen = 0.0  # [A, V]: how many beams of the groups so far chose each token at t
         kept, last, parents = [], [], []
         for g, group in enumerate(hypotheses):
             penalty = None if g == 0 else -self.diversity * chosen[:, None, :]
             rows = slice(g * beam.beam_size, (g + 1) * beam.beam_size)
-            extensions = beam.extend(group, log_probs[:, rows], t, limits, penalty)
+            extensions = beam.extend(
+                group, logits[:, rows], log_normalizers[:, rows], t, limits, penalty
+            )
             group, group_last, group_parents = beam.keep(group, extensions, t, limits)
             if g + 1 < self.groups:  # the group's K / G best extensions: its beams at t
                 beams = extensions.tokens[:, : beam.beam_size]

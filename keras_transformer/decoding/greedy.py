@@ -20,14 +20,14 @@ class GreedyHypotheses(typing.NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class Greedy(Search):
-    """The most likely token each step; a sentence ends at eos or at its length bound. Its
-    score is the summed log-probability (no length penalty). Subclasses choose otherwise
-    (`choose`): `Sampler` draws."""
+    """The most likely token each step (the largest logit: no softmax); a sentence ends at eos
+    or at its length bound. Its score is the summed log-probability (no length penalty).
+    Subclasses choose otherwise (`choose`): `Sampler` draws."""
 
-    def choose(self, log_probs, t):
-        """The next token of each row of log_probs [N, V] at step t."""
+    def choose(self, scores, t):
+        """The next token [N] of each row of the step's `NextTokenLogits` at step t."""
         del t
-        return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+        return tf.argmax(scores.logits, axis=-1, output_type=tf.int32)
 
     def start(self, batch_size, max_length):
         return GreedyHypotheses(
@@ -36,9 +36,9 @@ class Greedy(Search):
             scores=tf.zeros([batch_size], tf.float32),
         )
 
-    def advance(self, hypotheses, log_probs, t, limits):
-        next_token = self.choose(log_probs, t)
-        gained = tf.gather(log_probs, next_token, batch_dims=1)
+    def advance_logits(self, hypotheses, scores, t, limits):
+        next_token = self.choose(scores, t)
+        gained = scores.log_probs_of(next_token)
         finished = hypotheses.finished
         next_token = tf.where(finished, PAD_ID, next_token)
         hypotheses = GreedyHypotheses(

@@ -1,12 +1,13 @@
 """The one loop that runs any `Search` in the TensorFlow graph, and the shrinking batch.
 
 The encoder runs once; the decoder runs one position per step through the step function
-(`model_step`), the constraints apply to its log-probabilities (`constraints`), and the search
-chooses the next tokens. Outputs stop at eos; a sentence also stops at its own bound, source
-length + `extra_length` (the paper's +50), and at `max_length`. Without static shapes (graphs
-run without XLA, as TensorFlow Serving runs them) the caches grow one position a step and a
-sentence whose search has ended leaves the batch, its outputs recorded at its place; with them
-(XLA, an int `max_length`) the caches are preallocated and every step computes the whole batch.
+(`model_step`), the constraints apply to its logits (`constraints`), and the search chooses the
+next tokens from them and each row's log normaliser (`search.NextTokenLogits`). Outputs stop at
+eos; a sentence also stops at its own bound, source length + `extra_length` (the paper's +50),
+and at `max_length`. Without static shapes (graphs run without XLA, as TensorFlow Serving runs
+them) the caches grow one position a step and a sentence whose search has ended leaves the
+batch, its outputs recorded at its place; with them (XLA, an int `max_length`) the caches are
+preallocated and every step computes the whole batch.
 """
 
 import typing
@@ -20,6 +21,7 @@ from keras_transformer.decoding.model_step import (
     encode,
     recomputing_step_function,
 )
+from keras_transformer.decoding.search import NextTokenLogits
 from keras_transformer.ids import BOS_ID
 
 
@@ -93,19 +95,23 @@ def search_over_steps(
     prefix=None,
     static_shapes=False,
 ):
-    """Runs `search` over the step function `step` (`model_step.cached_step_function`) from its
-    StepState `state` (history: one row per hypothesis; context: one per sentence) for
-    `batch_size` sentences. Sentence b ends when the search says so, at the latest at
-    limits[b] tokens or `max_length`; eos is not allowed before step min_lengths[b], and its
-    output starts with `prefix`[b] (int32 [B, P + 1], 0-padded, a last 0 column) if given.
+    """Runs `search` over the step function `step` (`model_step.cached_step_function`: each
+    row's next-token logits, or log-probabilities) from its StepState `state` (history: one row
+    per hypothesis; context: one per sentence) for `batch_size` sentences. Sentence b ends
+    when the search says so, at the latest at limits[b] tokens or `max_length`; eos is not
+    allowed before step min_lengths[b], and its output starts with `prefix`[b] (int32 [B, P +
+    1], 0-padded, a last 0 column) if given.
     Returns the n-best ids [B, K, L] (0 after eos) and scores [B, K], best first."""
     k = search.beam_size
 
     def body(s):
-        log_probs, cache = step(s.last, s.cache, s.step)
-        log_probs = constraints.constrain(log_probs, s.step, s.sentences, k)
-        hypotheses, last, parents = search.advance(
-            s.hypotheses, log_probs, s.step, s.sentences["limit"]
+        logits, cache = step(s.last, s.cache, s.step)
+        scores = NextTokenLogits(
+            constraints.constrain(logits, s.step, s.sentences, k),
+            tf.reduce_logsumexp(logits, axis=-1),  # before the constraints: the whole vocabulary
+        )
+        hypotheses, last, parents = search.advance_logits(
+            s.hypotheses, scores, s.step, s.sentences["limit"]
         )
         rows = None  # the row each hypothesis extends, when hypotheses move between rows
         if parents is not None:

@@ -63,9 +63,10 @@ class StepState(typing.NamedTuple):
 def cached_step_function(model, memory, source_mask, max_length=None, beam_size=1):
     """A step function over the model's decoder cache, and its initial StepState.
 
-    step(tokens [N], state, t) -> (float32 log-probabilities [N, V], state): the decoder reads
-    the token at position t and predicts position t + 1, for N = `beam_size` hypotheses (rows)
-    of each sentence of the memory [B, S, d_model]. With an int `max_length` the
+    step(tokens [N], state, t) -> (logits [N, V], state): the decoder reads the token at
+    position t and predicts position t + 1, for N = `beam_size` hypotheses (rows) of each
+    sentence of the memory [B, S, d_model]; the searches normalise what they read of the logits
+    (`search.NextTokenLogits`), so the step computes no softmax. With an int `max_length` the
     self-attention caches are preallocated for it (static shapes, for XLA); with None they grow
     one position a step, so that each step reads and copies only the positions written.
     """
@@ -87,7 +88,7 @@ def cached_step_function(model, memory, source_mask, max_length=None, beam_size=
         )
         logits = model.embedding(out[:, 0], mode="logits", projection=projection)
         history = [layer["self"] for layer in cache]
-        return tf.nn.log_softmax(logits), StepState(history, state.context)
+        return logits, StepState(history, state.context)
 
     return step, StepState(history, context)
 
@@ -100,6 +101,6 @@ def recomputing_step_function(model, source_ids, batch_size, max_length, beam_si
         prefix = write_column(state.history, tokens, t)
         source = state.context if beam_size == 1 else tf.repeat(state.context, beam_size, 0)
         logits = model({"source": source, "target": prefix[:, : t + 1]}, training=False)[:, -1]
-        return tf.nn.log_softmax(logits), StepState(prefix, state.context)
+        return logits, StepState(prefix, state.context)
 
     return step, StepState(tf.zeros([batch_size * beam_size, max_length], tf.int32), source_ids)

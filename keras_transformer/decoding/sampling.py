@@ -47,13 +47,15 @@ class Sampler(Greedy):
     sampling: SamplingSettings = SamplingSettings()
     seed: typing.Any = None
 
-    def choose(self, log_probs, t):
+    def choose(self, scores, t):
         temperature, top_k, top_p = self.sampling[:3]
         if temperature == 0:
-            return super().choose(log_probs, t)
+            return super().choose(scores, t)
         seed = self.sampling.seed if self.seed is None else self.seed
         seed = tf.broadcast_to(tf.cast(seed, tf.int32), [2])
-        logits = log_probs / temperature
+        # The log-probabilities, not the logits: the same draws in exact arithmetic, and in
+        # float32 a seed draws from the model's log-softmax itself.
+        logits = scores.log_probs() / temperature
         if top_k is not None:
             kth_best = tf.math.top_k(logits, top_k).values[:, -1:]
             logits = tf.where(logits < kth_best, NEG_INF, logits)
