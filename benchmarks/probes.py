@@ -524,7 +524,8 @@ def step_profile(saved_model, sentences_file, batch):
                 if match:  # "scope/name:OpType" (not the executor's own events)
                     ops[match.group(2)] += event.duration_ps * 1e-12
                     in_loop = "/while/" in match.group(1)
-                    steps += match.group(2) == "LogSoftmax" and in_loop
+                    # one log normaliser (tf.reduce_logsumexp) a step: its Log op
+                    steps += in_loop and match.group(2) == "Log" and NORMALISER in match.group(1)
                     outside += 0 if in_loop else event.duration_ps * 1e-12
     return {
         "seconds": seconds,
@@ -618,6 +619,7 @@ def export_caches(model_path, tokenizer_path, output_dir):
 
 
 OP_EVENT = re.compile(r"([\w./-]+):(\w+)")
+NORMALISER = "ReduceLogSumExp/"
 PROBES = {
     "export": export,
     "export-caches": export_caches,
