@@ -260,11 +260,13 @@ def peak_memory(config, batch, length, policy):
     return rows
 
 
-def saved_model_latency(config, repeats, directory, thread_settings=(0, 1)):
+def saved_model_latency(config, repeats, directory, thread_settings=(0, 1), one_process=False):
     """The exported translator (greedy and beam 4, random weights) loaded in a fresh process with
-    tensorflow and tensorflow_text only: p50/p99 latency at batch 1 and sentences per second at
-    batch 32; beside it, the same model's decoding of the same source ids in this process with
-    XLA (batch 1, median), which TensorFlow Serving cannot count on."""
+    tensorflow and tensorflow_text only (each search and thread setting its own process; with
+    `one_process`, both searches in one process, a setting at a time): p50/p99 latency at batch
+    1 and sentences per second at batch 32; beside it, the same model's decoding of the same
+    source ids in this process with XLA (batch 1, median), which TensorFlow Serving cannot count
+    on."""
     import tensorflow as tf
 
     import keras_transformer as kt
@@ -279,23 +281,34 @@ def saved_model_latency(config, repeats, directory, thread_settings=(0, 1)):
         "greedy": lambda: kt.greedy_search(model, source, jit_compile=True),
         "beam 4": lambda: kt.beam_search(model, source, beam_size=4, jit_compile=True)[0],
     }
-    rows = []
+    exported, xla_seconds, times = {}, {}, {}
     for name, beam_size in (("greedy", 1), ("beam 4", 4)):
         saved = kt.Translator(model, tokenizer, beam_size=beam_size).save(f"{directory}/{name}")
-        xla_seconds = median_seconds(lambda name=name: searches[name]().numpy(), repeats)
-        for threads in thread_settings:  # 0: TensorFlow's default, a thread per core
-            times = run_probe("saved-model", saved, repeats, threads)
-            p50 = float(np.percentile(times["1"], 50))
+        exported[name] = str(saved)
+        xla_seconds[name] = median_seconds(lambda name=name: searches[name]().numpy(), repeats)
+        if not one_process:
+            for threads in thread_settings:  # 0: TensorFlow's default, a thread per core
+                answer = run_probe("saved-model", repeats, threads, exported[name])
+                times[name, threads] = answer[exported[name]]
+    if one_process:
+        for threads in thread_settings:
+            answer = run_probe("saved-model", repeats, threads, *exported.values())
+            times.update({(name, threads): answer[saved] for name, saved in exported.items()})
+    rows = []
+    for name in exported:
+        for threads in thread_settings:
+            measured = times[name, threads]
+            p50 = float(np.percentile(measured["1"], 50))
             rows.append(
                 dict(
                     search=name,
                     intra_op_threads=threads,
                     steps=best_length(searches[name]().numpy()),
                     p50_ms=1000 * p50,
-                    p99_ms=1000 * float(np.percentile(times["1"], 99)),
-                    batch32_sentences_per_second=32 / float(np.median(times["32"])),
-                    xla_ms=1000 * xla_seconds,
-                    over_xla=p50 / xla_seconds,
+                    p99_ms=1000 * float(np.percentile(measured["1"], 99)),
+                    batch32_sentences_per_second=32 / float(np.median(measured["32"])),
+                    xla_ms=1000 * xla_seconds[name],
+                    over_xla=p50 / xla_seconds[name],
                 )
             )
     return rows
@@ -304,8 +317,9 @@ def saved_model_latency(config, repeats, directory, thread_settings=(0, 1)):
 # The served model's fields that the demo's settings (demo.flags) give it: its shape. Not its ReLU
 # dropout, which decoding never applies (and which a library of --before-code may not know).
 SERVED_FIELDS = ("d_model", "d_ff", "num_layers", "dropout")
-# A size: (preset, config overrides, vocabulary size).
-QUICK_SIZE = ("tiny", dict(dropout=0.0, max_length=32), 300)
+# A size: (preset, config overrides, vocabulary size). --quick's served model has one layer:
+# its exports and processes take the same steps at a smaller cost.
+QUICK_SIZE = ("tiny", dict(num_layers=1, dropout=0.0, max_length=32), 300)
 
 
 def demo_size():
@@ -757,7 +771,11 @@ def measure_exports(setting, results):
     steps = 10 if setting.quick else 1000
     with tempfile.TemporaryDirectory() as directory:
         saved_model = saved_model_latency(
-            config, calls, directory, thread_settings=(0,) if setting.quick else (0, 1)
+            config,
+            calls,
+            directory,
+            thread_settings=(0,) if setting.quick else (0, 1),
+            one_process=setting.quick,
         )
     with tempfile.TemporaryDirectory() as directory:
         size = QUICK_SIZE if setting.quick else demo_size()

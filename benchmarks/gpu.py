@@ -42,9 +42,10 @@ GPU_FLAGS = (
     "--set dropout=0.1 --tokens-per-batch 12000 --steps 1000000 --steps-per-epoch 2000 "
     "--checkpoint-minutes 0.25 --keep-checkpoints 5"
 ).split()
+# --quick's: a tiny model on pairs of at most 16 tokens (two batch shapes, two compilations).
 QUICK_DEMO_FLAGS = (
     "--preset tiny --set max_length=64 --tokens-per-batch 512 --steps 1000000 "
-    "--steps-per-epoch 16 --checkpoint-minutes 0.05 --keep-checkpoints 2 --max-length 32"
+    "--steps-per-epoch 16 --checkpoint-minutes 0.05 --keep-checkpoints 2 --max-length 16"
 ).split()
 
 

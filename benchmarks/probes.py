@@ -4,13 +4,12 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
     peak-memory CONFIG_JSON BATCH LENGTH training|decoding POLICY
         [peak KiB before, peak KiB after 3 training steps or 3 beam searches,
          GPU:0 peak KiB or null]
-    saved-model DIRECTORY REPEATS INTRA_OP_THREADS
-        {"1": [seconds per call at batch 1], "32": [...]} of the SavedModel's
-        `serving_default`,
-        loaded with tensorflow and tensorflow_text only (REPEATS calls at batch 1, a quarter as
-        many at batch 32), TensorFlow's threads within an op set to INTRA_OP_THREADS (0: its
-        default, one per core; TensorFlow Serving's --tensorflow_intra_op_parallelism), on
-        PROBE_SENTENCE
+    saved-model REPEATS INTRA_OP_THREADS DIRECTORY...
+        {DIRECTORY: {"1": [seconds per call at batch 1], "32": [...]}} of each SavedModel's
+        `serving_default`, in turn, loaded with tensorflow and tensorflow_text only (REPEATS
+        calls at batch 1, a quarter as many at batch 32), TensorFlow's threads within an op set
+        to INTRA_OP_THREADS (0: its default, one per core; TensorFlow Serving's
+        --tensorflow_intra_op_parallelism), on PROBE_SENTENCE
     served-path DIRECTORY SENTENCES_FILE ROUNDS profile|no-profile BATCH...
         {engine: {search: {batch: {"seconds": [per round], "translations": [...]}}}}: the
         SavedModels DIRECTORY/saved-beam4 and saved-greedy (`serving_default`, with tensorflow
@@ -350,24 +349,26 @@ def peak_memory(config_json, batch, length, what, policy):
     ]
 
 
-def saved_model(directory, repeats, intra_op_threads):
+def saved_model(repeats, intra_op_threads, *directories):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
     tf.config.threading.set_intra_op_parallelism_threads(int(intra_op_threads))
-    translate = tf.saved_model.load(directory).signatures["serving_default"]
     sentences = [PROBE_SENTENCE] * 32
     answers = {}
-    for batch in (1, 32):
-        batch_sentences = tf.constant(sentences[:batch])
-        for _ in range(2):
-            translate(sentences=batch_sentences)
-        times = []
-        for _ in range(int(repeats) if batch == 1 else max(1, int(repeats) // 4)):
-            start = time.perf_counter()
-            translate(sentences=batch_sentences)["translation"].numpy()
-            times.append(time.perf_counter() - start)
-        answers[batch] = times
+    for directory in directories:
+        translate = tf.saved_model.load(directory).signatures["serving_default"]
+        answers[directory] = {}
+        for batch in (1, 32):
+            batch_sentences = tf.constant(sentences[:batch])
+            for _ in range(2):
+                translate(sentences=batch_sentences)
+            times = []
+            for _ in range(int(repeats) if batch == 1 else max(1, int(repeats) // 4)):
+                start = time.perf_counter()
+                translate(sentences=batch_sentences)["translation"].numpy()
+                times.append(time.perf_counter() - start)
+            answers[directory][batch] = times
     return answers
 
 

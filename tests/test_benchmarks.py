@@ -172,12 +172,15 @@ def test_report_adds_an_earlier_runs_figures(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_training_benchmark_runs_with_xla_and_bfloat16():
-    """The GPU setting's training path (XLA, mixed_bfloat16), on the tiny preset and the CPU."""
+    """The GPU setting's training path (XLA, mixed_bfloat16), on the tiny preset (one layer)
+    and the CPU."""
     import keras
 
     import keras_transformer as kt
 
-    config = kt.TransformerConfig.preset("tiny", vocab_size=300, dropout=0.0, max_length=32)
+    config = kt.TransformerConfig.preset(
+        "tiny", vocab_size=300, num_layers=1, dropout=0.0, max_length=32
+    )
     keras.config.set_dtype_policy("mixed_bfloat16")
     rows = bench.training_throughput(config, 4, 8, repeats=1, rate=1e12, jit_compile=True)
     assert set(rows) == {"keras-transformer", "KerasHub layers"}
@@ -192,8 +195,8 @@ def test_the_loss_step_probe_trains_the_same_both_ways():
     import keras_transformer as kt
     from benchmarks import probes
 
-    config = kt.TransformerConfig.preset("tiny", vocab_size=300, dropout=0.0)
-    answer = probes.loss_step(json.dumps(config.to_dict()), 6, 7, 4)
+    config = kt.TransformerConfig.preset("tiny", vocab_size=300, num_layers=1, dropout=0.0)
+    answer = probes.loss_step(json.dumps(config.to_dict()), 6, 7, 8)
     assert set(answer["ms"]) == {"library", "differentiated"}
     first, last = answer["first_loss"]["library"], answer["last_loss"]["library"]
     assert first - last > 0.05  # it trained: a wrong gradient would part the two ways

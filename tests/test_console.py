@@ -206,11 +206,10 @@ def fake_run(tmp_path, scores=True):
     return run, export
 
 
-def test_summary_prints_the_figures_and_paths(tmp_path):
+def test_summary_prints_the_figures_and_paths(tmp_path, capsys):
     run, export = fake_run(tmp_path)
-    text = run_python(
-        "-m", "training.summary", "--run-dir", str(run), "--export-dir", str(export), "--demo"
-    ).stdout
+    summary.main(["--run-dir", str(run), "--export-dir", str(export), "--demo"])
+    text = capsys.readouterr().out
     for expected in (
         "test BLEU 4.5, chrF 25.3, chrF++ 23.2",
         "tok:13a|smooth:exp",
@@ -231,22 +230,22 @@ def test_summary_prints_the_figures_and_paths(tmp_path):
     assert "not been scored" not in text
 
 
-def test_only_a_demo_s_summary_suggests_a_longer_demo(tmp_path):
+def test_only_a_demo_s_summary_suggests_a_longer_demo(tmp_path, capsys):
     """`make demo` trains the demo's settings: a run trained otherwise is not told to run it
     (the Makefile passes --demo); --demo takes no value."""
     run, export = fake_run(tmp_path)
     text = "\n".join(summary.summary(run, export))
     assert "python -m serving.translate" in text and "make demo" not in text
     assert "make demo DEMO_MINUTES=30" in "\n".join(summary.summary(run, export, demo=True))
-    failed = conftest_run_python(
-        *("-m", "training.summary", "--run-dir", run, "--export-dir", export, "--demo=yes"),
-        status=2,
-    )
-    (error,) = failed.stderr.strip().splitlines()[-1:]
-    assert "--demo" in error and "ignored explicit argument 'yes'" in error, failed.stderr
+    with pytest.raises(SystemExit) as exit_info:
+        summary.main(["--run-dir", str(run), "--export-dir", str(export), "--demo=yes"])
+    stderr = capsys.readouterr().err
+    (error,) = stderr.strip().splitlines()[-1:]
+    assert exit_info.value.code == 2
+    assert "--demo" in error and "ignored explicit argument 'yes'" in error, stderr
 
 
-def test_summary_of_a_run_not_scored(tmp_path):
+def test_summary_of_a_run_not_scored(tmp_path, capsys):
     run, export = fake_run(tmp_path, scores=False)
     text = "\n".join(summary.summary(run, tmp_path / "no-export"))
     assert "the run has not been scored" in text and "BLEU" not in text
@@ -254,4 +253,6 @@ def test_summary_of_a_run_not_scored(tmp_path):
         "training steps: 1018" in text
         and f"export:            none in {tmp_path / 'no-export'}" in text
     )
-    assert "python -m training.summary" in run_python("-m", "training.summary", "--help").stdout
+    with pytest.raises(SystemExit) as exit_info:
+        summary.main(["--help"])
+    assert exit_info.value.code == 0 and "python -m training.summary" in capsys.readouterr().out

@@ -1,5 +1,6 @@
 """The SavedModel with its translate signature, as TensorFlow Serving would load it."""
 
+import io
 import json
 import textwrap
 from contextlib import chdir
@@ -7,17 +8,11 @@ from contextlib import chdir
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import run_python as conftest_run_python
+from conftest import run_python
 
 import keras_transformer as kt
 from keras_transformer.exports import read_search_settings
 from keras_transformer_cli.versions import export_for_serving
-
-REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
-
-
-def run_python(*args, stdin=None, cwd=REPO):
-    return conftest_run_python(*args, stdin=stdin, cwd=cwd).stdout
 
 
 @pytest.fixture(scope="module")
@@ -27,45 +22,75 @@ def exported(number_translator, tmp_path_factory):
     return export_for_serving(kt.Translator(model, tokenizer), base), pairs
 
 
-# The SavedModel translates in a process where keras_transformer cannot be imported: its graph
-# needs tensorflow and tensorflow_text alone, as TensorFlow Serving has.
-WITHOUT_PACKAGE = textwrap.dedent(
+# One fresh process, as TensorFlow Serving has, where keras_transformer cannot be imported: the
+# ops the graph uses (those core TensorFlow registers, then those tensorflow_text adds), its
+# translations of the sentences given, then `saved_model_cli run` of its signature.
+FRESH_PROCESS = textwrap.dedent(
     """
-    import sys
+    import json, sys
     sys.modules["keras_transformer"] = None  # any import of it fails
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow.python.framework import op_def_registry
     import tensorflow as tf
-    import tensorflow_text
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString(open(sys.argv[1] + "/saved_model.pb", "rb").read())
+    graph = proto.meta_graphs[0].graph_def
+    used = {node.op for node in graph.node}
+    for function in graph.library.function:
+        used |= {node.op for node in function.node_def}
+    functions = {function.signature.name for function in graph.library.function}
+    used -= functions  # calls of the graph's own functions
+    core = {op for op in used if op_def_registry.get(op) is not None}
+    import tensorflow_text  # registers its ops
+    text = {op for op in used - core if op_def_registry.get(op) is not None}
+    print("OPS " + json.dumps({"used": sorted(used), "core": sorted(core), "text": sorted(text)}))
     translate = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
-    for text in translate(sentences=tf.constant(sys.argv[2:]))["translation"].numpy():
-        print(text.decode())
+    translations = translate(sentences=tf.constant(sys.argv[2:]))["translation"].numpy()
+    print("TRANSLATIONS " + json.dumps([t.decode() for t in translations]))
+    print("SAVED_MODEL_CLI", flush=True)
+    from tensorflow.python.tools import saved_model_cli
+    sys.argv = ["saved_model_cli", "run", "--dir", sys.argv[1], "--tag_set", "serve",
+                "--signature_def", "serving_default",
+                "--input_exprs", 'sentences=["drei eins vier"]']
+    saved_model_cli.main()
     """
 )
 
 
+@pytest.fixture(scope="module")
+def fresh_process(exported, tmp_path_factory):
+    """FRESH_PROCESS run on the export with the held-out sources: (the ops its graph uses, as
+    {"used", "core", "text"}; its translations; what `saved_model_cli run` printed)."""
+    version_dir, pairs = exported
+    out = run_python(
+        "-c",
+        FRESH_PROCESS,
+        str(version_dir),
+        *[de for de, _ in pairs],
+        cwd=tmp_path_factory.mktemp("fresh-process"),
+    ).stdout
+    before, cli = out.split("SAVED_MODEL_CLI\n", 1)
+    lines = dict(line.split(" ", 1) for line in before.splitlines() if " " in line)
+    return json.loads(lines["OPS"]), json.loads(lines["TRANSLATIONS"]), cli
+
+
 @pytest.mark.slow
-def test_translates_exactly_from_a_fresh_process(exported, tmp_path):
+def test_translates_exactly_from_a_fresh_process(exported, fresh_process, capsys):
+    """The SavedModel translates exactly in a process without keras_transformer; serving.translate
+    reads sentences from standard input, and --target-prefix starts the translation."""
+    from serving import translate
+
     version_dir, pairs = exported
     assert version_dir.name == "1"
-    out = run_python(
-        "-c", WITHOUT_PACKAGE, str(version_dir), *[de for de, _ in pairs], cwd=tmp_path
-    )
-    assert out.splitlines() == [en for _, en in pairs]
-    piped = run_python(
-        "-m", "serving.translate", "--model", str(version_dir.parent), stdin=pairs[0][0] + "\n"
-    )
-    assert piped.splitlines() == [pairs[0][1]]
+    _, translations, _ = fresh_process
+    assert translations == [en for _, en in pairs]
+    translate.main(["--model", str(version_dir.parent)], stdin=io.StringIO(pairs[0][0] + "\n"))
+    assert capsys.readouterr().out.splitlines() == [pairs[0][1]]
     other_start = (
         pairs[1][1].split()[0] if pairs[1][1].split()[0] != pairs[0][1].split()[0] else "zero"
     )
-    prefixed = run_python(
-        "-m",
-        "serving.translate",
-        "--model",
-        str(version_dir),
-        "--target-prefix",
-        other_start,
-        pairs[0][0],
-    )
+    translate.main(["--model", str(version_dir), "--target-prefix", other_start, pairs[0][0]])
+    prefixed = capsys.readouterr().out
     assert prefixed.startswith(other_start + " ") and prefixed.strip() != pairs[0][1]
 
 
@@ -166,26 +191,20 @@ def test_translate_program_prints_the_n_best(exported, capsys):
 
 
 @pytest.mark.slow
-def test_score_program(exported, tmp_path):
+def test_score_program(exported, tmp_path, capsys):
     """serving.score writes one score per line of --target (the SavedModel's score signature),
     with token scores (--normalized: test_serving's command line); a --target out of line with
     --source, or missing, is refused in one line."""
+    from serving import score as score_program
+
     version_dir, pairs = exported
     (tmp_path / "de.txt").write_text("".join(f"{de}\n" for de, _ in pairs[:5]))
     (tmp_path / "en.txt").write_text("".join(f"{en}\n" for _, en in pairs[:5]))
     (tmp_path / "short.txt").write_text(pairs[0][1] + "\n")
     files = ["--source", str(tmp_path / "de.txt"), "--target", str(tmp_path / "en.txt")]
     output = tmp_path / "scores.txt"
-    run_python(
-        "-m",
-        "serving.score",
-        "--model",
-        str(version_dir),
-        *files,
-        "--tokens",
-        "--output",
-        str(output),
-    )
+    model = ["--model", str(version_dir)]
+    score_program.main([*model, *files, "--tokens", "--output", str(output)])
     score = tf.saved_model.load(str(version_dir)).signatures["score"]
     expected = score(
         sources=tf.constant([de for de, _ in pairs[:5]]),
@@ -195,42 +214,20 @@ def test_score_program(exported, tmp_path):
     np.testing.assert_allclose([float(s) for s, _ in lines], expected["log_prob"], atol=1e-5)
     for (_, tokens), row in zip(lines, expected["token_scores"].numpy()):
         np.testing.assert_allclose([float(t) for t in tokens.split()], row[row != 0], atol=1e-5)
+    capsys.readouterr()
     for argv, status, message in (
         (files[:3] + [str(tmp_path / "short.txt")], 1, "has 1 lines for 5 source sentences"),
         (files[:2], 2, "the following arguments are required: --target"),
     ):
-        failed = conftest_run_python(
-            "-m", "serving.score", "--model", str(version_dir), *argv, status=status
-        )
-        assert message in failed.stderr and "Traceback" not in failed.stderr
-
-
-OP_SCRIPT = textwrap.dedent(
-    """
-    import json, sys
-    from tensorflow.core.protobuf import saved_model_pb2
-    from tensorflow.python.framework import op_def_registry
-    import tensorflow as tf
-    proto = saved_model_pb2.SavedModel()
-    proto.ParseFromString(open(sys.argv[1] + "/saved_model.pb", "rb").read())
-    graph = proto.meta_graphs[0].graph_def
-    used = {node.op for node in graph.node}
-    for function in graph.library.function:
-        used |= {node.op for node in function.node_def}
-    functions = {function.signature.name for function in graph.library.function}
-    used -= functions  # calls of the graph's own functions
-    core = {op for op in used if op_def_registry.get(op) is not None}
-    import tensorflow_text  # noqa: F401  (registers its ops)
-    text = {op for op in used - core if op_def_registry.get(op) is not None}
-    print(json.dumps({"used": sorted(used), "core": sorted(core), "text": sorted(text)}))
-    """
-)
+        with pytest.raises(SystemExit) as exit_info:
+            score_program.main([*model, *argv])
+        assert exit_info.value.code == status
+        assert message in capsys.readouterr().err
 
 
 @pytest.mark.slow
-def test_graph_uses_only_core_and_tensorflow_text_ops(exported):
-    version_dir, _ = exported
-    ops = json.loads(run_python("-c", OP_SCRIPT, str(version_dir)).splitlines()[-1])
+def test_graph_uses_only_core_and_tensorflow_text_ops(fresh_process):
+    ops, _, _ = fresh_process
     unknown = set(ops["used"]) - set(ops["core"]) - set(ops["text"])
     assert not unknown, f"ops neither core TensorFlow nor tensorflow-text: {unknown}"
     assert not [op for op in ops["used"] if op.startswith("Xla") or "PyFunc" in op]
@@ -287,22 +284,8 @@ def test_signature_outputs_are_dense_with_a_batch_dimension(exported):
 
 
 @pytest.mark.slow
-def test_saved_model_cli_runs_the_signature(exported):
-    version_dir, _ = exported
-    out = run_python(
-        "-c",
-        "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
-        "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()",
-        "run",
-        "--dir",
-        str(version_dir),
-        "--tag_set",
-        "serve",
-        "--signature_def",
-        "serving_default",
-        "--input_exprs",
-        'sentences=["drei eins vier"]',
-    )
+def test_saved_model_cli_runs_the_signature(fresh_process):
+    _, _, out = fresh_process
     assert "three one four" in out
 
 
@@ -401,35 +384,26 @@ def test_export_is_atomic_and_never_overwrites(number_translator, tmp_path, monk
 
 
 @pytest.mark.slow
-def test_export_program(number_translator, tmp_path):
+def test_export_program(number_translator, tmp_path, capsys):
+    """serving.export's and serving.translate's --help name --model; serving.export writes a
+    .keras model's export as version 1, naming it, and refuses an existing version."""
+    from serving import export, translate
+
     model, tokenizer, pairs = number_translator
     model.save(tmp_path / "model.keras")
     tokenizer.save(tmp_path / "tokenizer.model")
-    assert "--model" in run_python("-m", "serving.export", "--help")
-    assert "--model" in run_python("-m", "serving.translate", "--help")
-    out = run_python(
-        "-m",
-        "serving.export",
-        "--model",
-        str(tmp_path / "model.keras"),
-        "--export-dir",
-        str(tmp_path / "exports" / "numbers"),
-        "--beam-size",
-        "2",
-    )
+    for program in (export, translate):
+        with pytest.raises(SystemExit) as exit_info:
+            program.main(["--help"])
+        assert exit_info.value.code == 0 and "--model" in capsys.readouterr().out
+    flags = ["--model", str(tmp_path / "model.keras")]
+    flags += ["--export-dir", str(tmp_path / "exports" / "numbers")]
+    export.main([*flags, "--beam-size", "2"])
+    out = capsys.readouterr().out
     assert out.strip().endswith(str(tmp_path / "exports" / "numbers" / "1"))
-    again = conftest_run_python(
-        "-m",
-        "serving.export",
-        "--model",
-        tmp_path / "model.keras",
-        "--export-dir",
-        tmp_path / "exports" / "numbers",
-        "--version",
-        "1",
-        status=1,
-    )
-    assert "already exists" in again.stderr
+    with pytest.raises(SystemExit) as exit_info:
+        export.main([*flags, "--version", "1"])
+    assert exit_info.value.code == 1 and "already exists" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -50,6 +50,15 @@ def run_program(args, env=None, timeout=300):
     return run_python("-m", "training.train", *args, env=env, timeout=timeout)
 
 
+def without_scoring_and_export(monkeypatch):
+    """The runs of the test end with their averaged model.keras and run.json's record, without
+    the test split's translation and the SavedModel export (`finish.score_and_export`): for
+    tests of training and resuming, whose finish other tests check."""
+    from training import finish
+
+    monkeypatch.setattr(finish, "score_and_export", lambda context, model: {})
+
+
 def summaries(log_dir):
     """{tag: (plugin name, [(step, value)])} of every event file under log_dir."""
     found = {}
@@ -451,9 +460,10 @@ def test_mixed_bfloat16_trains_without_nan(number_data, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_killed_run_resumes_from_its_backup(number_data, tmp_path, capsys):
+def test_killed_run_resumes_from_its_backup(number_data, tmp_path, capsys, monkeypatch):
     """With gradient accumulation: steps, epochs and checkpoints count updates, also after the
-    resume (here, in the test's process)."""
+    resume (here, in the test's process, without the test split's scoring and the export)."""
+    without_scoring_and_export(monkeypatch)
     out = tmp_path / "run"
     args = tiny_run(
         number_data,
@@ -502,7 +512,8 @@ def test_sigterm_backs_up_the_step_and_the_run_resumes_there(
     """SIGTERM (a cluster's or a preemptible machine's warning): the step in progress finishes,
     the backup holds exactly that step's weights (equal to its step checkpoint), the program
     says so and exits with 143 without exporting; the same command resumes at that step (here,
-    in the test's process, whose other tests keep TensorFlow's op determinism off)."""
+    in the test's process, whose other tests keep TensorFlow's op determinism off, and without
+    the test split's scoring and the export)."""
     import keras
     import tensorflow as tf
 
@@ -540,6 +551,7 @@ def test_sigterm_backs_up_the_step_and_the_run_resumes_there(
     keras.backend.clear_session()
 
     monkeypatch.setattr(tf.config.experimental, "enable_op_determinism", lambda: None)
+    without_scoring_and_export(monkeypatch)
     capsys.readouterr()
     train.main(args)
     resumed = capsys.readouterr().err
@@ -554,9 +566,10 @@ def test_accumulated_updates_and_checkpoints_every_few_minutes(
     """--accumulate-steps 2: the steps, the learning rate and TensorBoard's axis count updates.
     --checkpoint-minutes 1 alone: a checkpoint whenever a minute passed since the last (the
     clock below advances 10 s at each reading: one at the start, one per step), and one at the
-    end."""
+    end (the run ends without the test split's scoring and the export)."""
     from keras_transformer_cli import checkpoints
 
+    without_scoring_and_export(monkeypatch)
     out = tmp_path / "run"
     monkeypatch.setattr(checkpoints, "time", SteppingClock())
     args = ["--steps", "14", "--steps-per-epoch", "7", "--bleu-sentences", "0"]
@@ -606,7 +619,7 @@ def test_deterministic_runs_are_bitwise_identical(number_data, tmp_path, monkeyp
     args = ["--steps", "6", "--steps-per-epoch", "3", "--bleu-sentences", "0", "--deterministic"]
     args += ["--accumulate-steps", "2", "--strategy", "mirrored", "--cpu-devices", "2"]
     runs = [tiny_run(number_data, tmp_path / name, *args) for name in ("first", "second")]
-    completed = run_python("-c", TWO_RUNS, json.dumps(runs))
+    completed = run_python("-c", TWO_RUNS, json.dumps(runs), timeout=600)
     assert completed.stderr.count("MirroredStrategy with 2 replica(s)") == 2
     assert completed.stderr.count("deterministic ops") == 2
     results = []
@@ -714,47 +727,73 @@ def letters_data(tmp_path_factory):
     return root
 
 
-def first_losses(data, out, *extra):
-    """The logged loss of a 3-step run's steps 1-3 (Keras logs the running mean over the epoch)."""
-    run_program(
-        [
-            "--preset",
-            "tiny",
-            "--set",
-            "dropout=0.0",
-            "--dataset",
-            f"tsv:{data}",
-            "--vocab-size",
-            "300",
-            "--tokens-per-batch",
-            "504",
-            "--max-length",
-            "16",
-            "--steps",
-            "3",
-            "--steps-per-epoch",
-            "3",
-            "--bleu-sentences",
-            "0",
-            "--beam-size",
-            "1",
-            "--run-dir",
-            str(out),
-            *extra,
-        ]
-    )
+def letters_run(data, out, *extra):
+    """The flags of a 3-step run on the letters data, without dropout."""
+    return [
+        "--preset",
+        "tiny",
+        "--set",
+        "dropout=0.0",
+        "--dataset",
+        f"tsv:{data}",
+        "--vocab-size",
+        "300",
+        "--tokens-per-batch",
+        "504",
+        "--max-length",
+        "16",
+        "--steps",
+        "3",
+        "--steps-per-epoch",
+        "3",
+        "--bleu-sentences",
+        "0",
+        "--beam-size",
+        "1",
+        "--run-dir",
+        str(out),
+        *extra,
+    ]
+
+
+def first_losses(out):
+    """The logged loss of the 3-step run in `out`'s steps 1-3 (Keras logs the running mean over
+    the epoch)."""
     losses = scalar_values(summaries(out / "logs" / "train")["batch_loss"][1])
     assert [step for step, _ in losses] == [1, 2, 3] and all(np.isfinite([v for _, v in losses]))
     return [value for _, value in losses]
 
 
+# `python -m training.train ARGS` in a fresh process, whose run ends without the test split's
+# scoring and the export: `finish.score_and_export` is replaced once the program has started its
+# console, where it imports TensorFlow.
+TRAIN_WITHOUT_SCORING = """
+import sys
+from keras_transformer_cli import console
+from training import train
+start = console.start
+def start_without_scoring(verbose=False):
+    start(verbose)
+    from training import finish
+    finish.score_and_export = lambda context, model: {}
+console.start = start_without_scoring
+train.main(sys.argv[1:])
+"""
+
+
 @pytest.mark.slow
-def test_mirrored_strategy_on_two_cpus_matches_the_default_strategy(letters_data, tmp_path):
+def test_mirrored_strategy_on_two_cpus_matches_the_default_strategy(
+    letters_data, tmp_path, monkeypatch
+):
     """The same losses over three steps, so the replicas' gradients are combined into the same
-    updates. With --tokenizer too: reading its vocabulary size must not start TensorFlow before
-    the CPU is split into two devices."""
-    default = first_losses(letters_data, tmp_path / "default", "--strategy", "default")
-    mirrored = first_losses(
+    updates (the default strategy's run in the test's process, the mirrored one in a fresh
+    process that splits its CPU; both without the test split's scoring and the export). With
+    --tokenizer too: reading its vocabulary size must not start TensorFlow before the CPU is
+    split into two devices."""
+    without_scoring_and_export(monkeypatch)
+    train.main(letters_run(letters_data, tmp_path / "default", "--strategy", "default"))
+    default = first_losses(tmp_path / "default")
+    mirrored_args = letters_run(
         letters_data,
         tmp_path / "mirrored",
         "--strategy",
@@ -764,6 +803,8 @@ def test_mirrored_strategy_on_two_cpus_matches_the_default_strategy(letters_data
         "--tokenizer",
         str(tmp_path / "default" / "tokenizer.model"),
     )
+    run_python("-c", TRAIN_WITHOUT_SCORING, *mirrored_args)
+    mirrored = first_losses(tmp_path / "mirrored")
     assert mirrored == pytest.approx(default, rel=1e-4)
 
 

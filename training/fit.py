@@ -138,10 +138,12 @@ def training_batches(context, seed):
     micro-batches), weighted for exact token normalisation; sharded by data across workers.
     A resumed run shuffles with another seed, so as not to repeat the batches it saw.
     Binarized data is batched by numpy in a background thread, ahead of the device, each
-    host taking its rows of the global batch."""
+    host taking its rows of the global batch; on TensorFlow as a dataset whose batches may have
+    any length (given a generator, Keras fixes the length of the first two batches if they
+    agree)."""
     config, data = context.config, context.plan.data
     if context.binarized:
-        return ahead(
+        batches = ahead(
             context.binarized.batches(
                 "train",
                 config.tokens_per_batch,
@@ -151,6 +153,13 @@ def training_batches(context, seed):
                 part=getattr(context.strategy, "part", (0, 1)),
             )
         )
+        if not on_tensorflow():
+            return batches
+        import tensorflow as tf
+
+        ids = tf.TensorSpec([None, None], tf.int32)
+        signature = ({"source": ids, "target": ids}, ids, tf.TensorSpec([None, None], tf.float32))
+        return tf.data.Dataset.from_generator(lambda: batches, output_signature=signature)
     import tensorflow as tf
 
     from keras_transformer.data import make_batches, weigh_tokens  # TensorFlow's
