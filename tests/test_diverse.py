@@ -2,14 +2,12 @@
 the extension point: one group is beam search, a penalty makes the groups differ, its n-best
 are scored as kt.score scores them, and it is served through the Translator's SavedModel."""
 
-import json
-
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import random_ids
+from conftest import random_ids, run_python
 from test_decoding import NO_STATE, markov_step, source_batch, strip
-from test_export import OP_SCRIPT, run_python
+from test_export import OP_SCRIPT, ops_of
 
 import keras_transformer as kt
 from keras_transformer.decoding import search_over_steps
@@ -136,6 +134,6 @@ def test_the_export_program_serves_it_and_refuses_groups_that_do_not_divide_the_
     np.testing.assert_array_equal(served["tokens"], ids[:, 0, :width])
     np.testing.assert_allclose(served["nbest_scores"], scores, atol=1e-5)
     assert [t.decode() for t in served["translation"].numpy()] == [en for _, en in pairs[:5]]
-    ops = json.loads(run_python("-c", OP_SCRIPT, str(version_dir)).splitlines()[-1])
+    ops = ops_of(run_python("-c", OP_SCRIPT, str(version_dir)).stdout)
     assert set(ops["used"]) == set(ops["core"]) | set(ops["text"])
     assert not [op for op in ops["used"] if op.startswith("Xla") or "PyFunc" in op]

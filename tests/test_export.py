@@ -22,13 +22,11 @@ def exported(number_translator, tmp_path_factory):
     return export_for_serving(kt.Translator(model, tokenizer), base), pairs
 
 
-# One fresh process, as TensorFlow Serving has, where keras_transformer cannot be imported: the
-# ops the graph uses (those core TensorFlow registers, then those tensorflow_text adds), its
-# translations of the sentences given, then `saved_model_cli run` of its signature.
-FRESH_PROCESS = textwrap.dedent(
+# The ops a SavedModel's graph uses, printed as one line "OPS {json}" of those core TensorFlow
+# registers and those tensorflow_text adds (`ops_of` reads it).
+OP_SCRIPT = textwrap.dedent(
     """
     import json, sys
-    sys.modules["keras_transformer"] = None  # any import of it fails
     from tensorflow.core.protobuf import saved_model_pb2
     from tensorflow.python.framework import op_def_registry
     import tensorflow as tf
@@ -44,16 +42,35 @@ FRESH_PROCESS = textwrap.dedent(
     import tensorflow_text  # registers its ops
     text = {op for op in used - core if op_def_registry.get(op) is not None}
     print("OPS " + json.dumps({"used": sorted(used), "core": sorted(core), "text": sorted(text)}))
-    translate = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
-    translations = translate(sentences=tf.constant(sys.argv[2:]))["translation"].numpy()
-    print("TRANSLATIONS " + json.dumps([t.decode() for t in translations]))
-    print("SAVED_MODEL_CLI", flush=True)
-    from tensorflow.python.tools import saved_model_cli
-    sys.argv = ["saved_model_cli", "run", "--dir", sys.argv[1], "--tag_set", "serve",
-                "--signature_def", "serving_default",
-                "--input_exprs", 'sentences=["drei eins vier"]']
-    saved_model_cli.main()
     """
+)
+
+
+def ops_of(printed):
+    """The {"used", "core", "text"} ops of OP_SCRIPT's line in `printed`."""
+    (line,) = [line for line in printed.splitlines() if line.startswith("OPS ")]
+    return json.loads(line.removeprefix("OPS "))
+
+
+# One fresh process, as TensorFlow Serving has, where keras_transformer cannot be imported: the
+# ops the graph uses (OP_SCRIPT), its translations of the sentences given, then
+# `saved_model_cli run` of its signature.
+FRESH_PROCESS = (
+    'import sys\nsys.modules["keras_transformer"] = None  # any import of it fails\n'
+    + OP_SCRIPT
+    + textwrap.dedent(
+        """
+        translate = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+        translations = translate(sentences=tf.constant(sys.argv[2:]))["translation"].numpy()
+        print("TRANSLATIONS " + json.dumps([t.decode() for t in translations]))
+        print("SAVED_MODEL_CLI", flush=True)
+        from tensorflow.python.tools import saved_model_cli
+        sys.argv = ["saved_model_cli", "run", "--dir", sys.argv[1], "--tag_set", "serve",
+                    "--signature_def", "serving_default",
+                    "--input_exprs", 'sentences=["drei eins vier"]']
+        saved_model_cli.main()
+        """
+    )
 )
 
 

@@ -4,13 +4,13 @@ and where XLA compilation is disabled, as in TensorFlow Serving started without
 --xla_cpu_compilation_enabled=true, its warm-up request (the server replays it on load) fails
 while the graph export's answers."""
 
-import json
 import textwrap
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_export import OP_SCRIPT, run_python
+from conftest import run_python
+from test_export import OP_SCRIPT, ops_of
 
 import keras_transformer as kt
 from keras_transformer.exports import read_search_settings
@@ -126,9 +126,9 @@ def test_the_xla_export_is_refused_where_xla_compilation_is_disabled(exports):
     graph export; without XLA compilation the graph export answers its warm-up request and the
     XLA export's fails, naming the cause."""
     version_dirs, _ = exports
-    ops = json.loads(run_python("-c", OP_SCRIPT, str(version_dirs["xla"])).splitlines()[-1])
+    ops = ops_of(run_python("-c", OP_SCRIPT, str(version_dirs["xla"])).stdout)
     assert set(ops["used"]) == set(ops["core"]) | set(ops["text"])
-    out = run_python("-c", WITHOUT_XLA, str(version_dirs["graph"]), str(version_dirs["xla"]))
+    out = run_python("-c", WITHOUT_XLA, str(version_dirs["graph"]), str(version_dirs["xla"])).stdout
     answered, refused = out.splitlines()
     assert answered == "answered"
     assert refused.startswith("refused:") and "XLA compilation disabled" in refused

@@ -265,7 +265,7 @@ def binarize_split(texts, split, tokenize, max_length, directory):
     }
     dropped = ", ".join(f"{reason} {n}" for reason, n in entry["dropped"].items()) or "none"
     print(
-        f"{split}: {entry['read']} pairs read in {seconds:.1f} s, {entry['pairs']} kept, dropped: "
+        f"{split}: {entry['read']} pairs read in {seconds:.2f} s, {entry['pairs']} kept, dropped: "
         f"{dropped}; {entry['tokens']['source']} source and {entry['tokens']['target']} target "
         "tokens"
     )
