@@ -61,12 +61,16 @@ demo: $(INSTALLED)
 		"Er spricht gut Englisch."
 	$(BIN)/python -m training.summary --run-dir "$(DEMO_DIR)" --export-dir "$(DEMO_EXPORT)" --demo
 
-# Speed and memory against peers measured in the same run (about 45 minutes on a 2-core machine,
-# docs/benchmarks.md; the served path translates the Ding test split): rewrites
+# Speed and memory against peers measured in the same run (about an hour on a 2-core machine,
+# docs/benchmarks.md; the served path translates the Ding test split with `make demo`'s model
+# where it has run, else with a model of its shape trained 1000 steps): rewrites
 # benchmarks/README.md and results.json.
+SERVED_MODEL = $(wildcard $(DEMO_DIR)/model.keras)
+
 bench: $(INSTALLED)
 	$(BIN)/python -m training.prepare_ding --phrases
-	$(BIN)/python -m benchmarks.bench $(BENCH_ARGS)
+	$(BIN)/python -m benchmarks.bench $(if $(SERVED_MODEL),--served-model $(SERVED_MODEL)) \
+		$(BENCH_ARGS)
 
 # What an offline GPU machine with JAX and no TensorFlow needs for `python -m benchmarks.gpu`
 # (docs/backends-and-gpus.md), in one folder to copy beside the repository (under 60 MiB): Ding

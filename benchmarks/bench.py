@@ -20,6 +20,7 @@ import json
 import os
 import pathlib
 import platform
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -343,17 +344,29 @@ def copy_pairs(count, seed):
     return [(sentence, sentence) for sentence in sentences]
 
 
-def served_data(quick):
-    """Training pairs (a tf.data.Dataset of strings), the texts of the tokenizer, the sentences
-    translated, and what they are: the Ding corpus as `make demo` trains on it (the training
-    mixture, 10 repeats of the sentences) and its test split; with `quick`, sentences to copy."""
-    from keras_transformer.data import Corpus, ding
+def served_sentences(quick):
+    """The sentences the served path translates: the Ding corpus's test split (prepared as
+    `make demo` prepares it; its directory is returned too, or None); with `quick`, sentences
+    to copy."""
+    from keras_transformer.data import ding
 
     if quick:
-        train = copy_pairs(4000, seed=0)
-        tests = [source for source, _ in copy_pairs(32, seed=1)]
-        return Corpus(train).dataset(), [s for pair in train for s in pair], tests, "copying"
+        return [source for source, _ in copy_pairs(32, seed=1)], None
     dataset_dir = ding.prepare(include_phrases=True, verbose=0)
+    tests = ding.load("test", dataset_dir).as_numpy_iterator()
+    return [source.decode() for source, _ in tests], dataset_dir
+
+
+def served_data(quick):
+    """Training pairs (a tf.data.Dataset of strings), the texts of the tokenizer, the sentences
+    translated (`served_sentences`), and what they are: the Ding corpus as `make demo` trains
+    on it (the training mixture, 10 repeats of the sentences); with `quick`, copying."""
+    from keras_transformer.data import Corpus, ding
+
+    tests, dataset_dir = served_sentences(quick)
+    if quick:
+        train = copy_pairs(4000, seed=0)
+        return Corpus(train).dataset(), [s for pair in train for s in pair], tests, "copying"
     pairs = ding.training_mixture(dataset_dir, sentence_repeats=10, seed=0)
     texts = [
         text.decode()
@@ -361,7 +374,6 @@ def served_data(quick):
         for side in batch
         for text in side
     ]
-    tests = [source.decode() for source, _ in ding.load("test", dataset_dir).as_numpy_iterator()]
     return pairs, texts, tests, "the Ding corpus"
 
 
@@ -385,6 +397,29 @@ def train_served_model(directory, steps, size, quick):
     return model, tokenizer, tokenizer_path, sentences, data
 
 
+def given_served_model(path, quick):
+    """The model of `path` (a .keras file, e.g. `make demo`'s runs/demo/model.keras), its
+    tokenizer (found beside it) and the tokenizer's path, and the sentences to translate."""
+    import keras_transformer as kt
+    from keras_transformer_cli import run_dir
+
+    model, tokenizer_path = run_dir.load_with_tokenizer(path)  # checked by `served_model_of`
+    sentences, _ = served_sentences(quick)
+    return model, kt.SubwordTokenizer.load(tokenizer_path), tokenizer_path, sentences
+
+
+def served_searches():
+    """{name: {"beam_size", "alpha"}}: beam 4 and greedy search at §6.1's alpha 0.6, and the
+    search of the demo's export (demo.flags: beam 4, its alpha), the one profiled."""
+    evaluation = demo_settings.demo_plan().evaluation
+    demo = {"beam_size": evaluation.beam_size, "alpha": evaluation.alpha}
+    return {
+        "beam 4": {"beam_size": 4, "alpha": 0.6},
+        "greedy": {"beam_size": 1, "alpha": 0.6},
+        f"beam {demo['beam_size']}, alpha {demo['alpha']:g}": demo,
+    }
+
+
 # Each TensorFlow setting of the served path's probes: its environment. The thread counts are
 # TensorFlow Serving's --tensorflow_inter_op_parallelism and --tensorflow_intra_op_parallelism.
 TF_SETTINGS = {
@@ -402,10 +437,10 @@ SERVED_BATCHES = (64, 8, 1)
 
 
 def export_before(directory, model, tokenizer_path, commit):
-    """`model` exported by the library at git `commit` as DIRECTORY/before/saved-beam4 and
-    saved-greedy (the served path's "SavedModel before"), in a fresh process run from that
-    commit's keras_transformer: the change and what it changed are then timed in the same
-    processes, as a machine whose speed moves between days needs."""
+    """`model` exported with each search of DIRECTORY/searches.json by the library at git
+    `commit` as DIRECTORY/before/SLUG (the served path's "SavedModel before"), in a fresh process
+    run from that commit's keras_transformer: the change and what it changed are then timed in
+    the same processes, as a machine whose speed moves between days needs."""
     import dataclasses
 
     import keras_transformer as kt
@@ -430,10 +465,18 @@ def export_before(directory, model, tokenizer_path, commit):
     config.write_text(json.dumps({"config": model.config.to_dict(), "defaults": defaults}))
     weights = pathlib.Path(directory) / "served.weights.h5"
     model.save_weights(weights)
+    searches = pathlib.Path(directory) / "searches.json"
     before = pathlib.Path(directory) / "before"
     try:
         answer = run_probe(
-            "export", config, weights, tokenizer_path, before, env={"PYTHONPATH": ROOT}, cwd=code
+            "export",
+            config,
+            weights,
+            tokenizer_path,
+            searches,
+            before,
+            env={"PYTHONPATH": ROOT},
+            cwd=code,
         )
     except subprocess.CalledProcessError as error:  # e.g. a config field it does not know
         last = (error.stderr or "").strip().splitlines()[-1:] or ["no message"]
@@ -449,33 +492,56 @@ def export_before(directory, model, tokenizer_path, commit):
         )
 
 
-def served_path(directory, steps, size, quick, rounds, before_code=None):
-    """The served path: one trained model (`train_served_model`) exported as the SavedModels of
-    beam 4 and greedy search and converted to CTranslate2 (float32, int8), timed in fresh
-    processes (benchmarks.probes served-path: the engines in turn, best of `rounds`) under each
-    TensorFlow setting (TF_SETTINGS; the default only with `quick`), beside the same model
-    exported by the library at git `before_code` if given; and, in the first process,
-    where the SavedModel's time goes by op type (beam 4, batch 64 and batch 1) and the
-    CTranslate2 engine's own work per call."""
+def served_path(directory, steps, size, setting):
+    """The served path: one model, trained (`train_served_model`) or given
+    (`setting.served_model`), exported with each search of `served_searches` as SavedModels
+    (DIRECTORY/saved, and DIRECTORY/xla compiled by XLA) and converted to CTranslate2 (float32,
+    int8), timed in fresh processes (benchmarks.probes served-path: the engines in turn, best of
+    the rounds) under each TensorFlow setting of `setting.tf_settings`, beside the same model
+    exported by the library at git `setting.before_code` if given; and, in the first process,
+    where the SavedModel's time goes by op type (the demo's search, batch 64 and batch 1), the
+    decoder steps of each search under our stop and CTranslate2's, and the CTranslate2
+    engine's own work per call."""
     from benchmarks.probes import export_searches
     from serving.ctranslate2 import convert
 
-    model, tokenizer, tokenizer_path, sentences, data = train_served_model(
-        directory, steps, size, quick
-    )
-    export_searches(model, tokenizer, directory)
-    if before_code:
-        export_before(directory, model, tokenizer_path, before_code)
+    quick = setting.quick
+    if setting.served_model:
+        model, tokenizer, tokenizer_path, sentences = given_served_model(
+            setting.served_model, quick
+        )
+        tokenizer_path = shutil.copyfile(tokenizer_path, f"{directory}/tokenizer.model")
+        data = f"`{setting.served_model}`"
+    else:
+        model, tokenizer, tokenizer_path, sentences, data = train_served_model(
+            directory, steps, size, quick
+        )
+        shape = "the tiny preset with one layer" if quick else "the demo's shape and vocabulary"
+        data = f"a model of {shape} trained {steps} steps on {data}"
+    searches = served_searches()
+    pathlib.Path(directory, "searches.json").write_text(json.dumps(searches))
+    export_searches(model, tokenizer, searches, f"{directory}/saved")
+    export_searches(model, tokenizer, searches, f"{directory}/xla", jit_compile=True)
+    if setting.before_code:
+        export_before(directory, model, tokenizer_path, setting.before_code)
     for kind, quantization in (("float32", "none"), ("int8", "int8")):
         convert(model, tokenizer_path, f"{directory}/ct2-{kind}", quantization)
+    model.save(f"{directory}/served.keras")
     sentences_file = pathlib.Path(directory) / "sentences.txt"
     sentences_file.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    rounds = 1 if quick else 2
     rows, results = [], {}
-    for setting, env in list(TF_SETTINGS.items())[: 1 if quick else None]:
+    for name in setting.tf_settings:
         first = not results  # measures the engine's overhead and profiles the SavedModel
         profile = "profile" if first else "no-profile"
         answers = run_probe(
-            "served-path", directory, sentences_file, rounds, profile, *SERVED_BATCHES, env=env
+            "served-path",
+            directory,
+            sentences_file,
+            rounds,
+            profile,
+            *SERVED_BATCHES,
+            env=TF_SETTINGS[name],
         )
         overhead = answers.pop("overhead")
         if first:
@@ -483,15 +549,16 @@ def served_path(directory, steps, size, quick, rounds, before_code=None):
                 engine_overhead=overhead,
                 step_profile=answers.pop("profile"),
                 step_profile_batch1=answers.pop("profile_batch1"),
+                decoder_steps=answers.pop("steps"),
             )
-        rows += served_rows(setting, answers, len(sentences))
+        rows += served_rows(name, answers, len(sentences))
     if not quick:
-        results["caches"] = compare_caches(directory, model, tokenizer_path, sentences, rounds)
+        results["caches"] = compare_caches(directory, tokenizer_path, sentences, rounds)
     return dict(
-        served_data=data,
+        served_model=data,
+        served_searches=searches,
         served_sentences=len(sentences),
-        served_steps=steps,
-        **({"served_before": described_commit(before_code)} if before_code else {}),
+        **({"served_before": described_commit(setting.before_code)} if setting.before_code else {}),
         served_path=rows,
         **results,
     )
@@ -502,12 +569,11 @@ def served_path(directory, steps, size, quick, rounds, before_code=None):
 CACHE_SENTENCES, CACHE_BATCHES = 200, (8, 1)
 
 
-def compare_caches(directory, model, tokenizer_path, sentences, rounds):
+def compare_caches(directory, tokenizer_path, sentences, rounds):
     """Beam 4's SavedModel with its self-attention caches growing a position a step (the
     Translator's), preallocated to each batch's bound, or to the model's max_length, timed in
     one fresh process each batch of CACHE_BATCHES (benchmarks.probes export-caches and
     saved-models): {batch: {cache: {"ms_per_sentence", "same_as_first", "sentences"}}}."""
-    model.save(f"{directory}/served.keras")
     exported = run_probe(
         "export-caches", f"{directory}/served.keras", tokenizer_path, f"{directory}/caches"
     )["exported"]
@@ -569,6 +635,22 @@ def build_parser():
         "the same processes, as the row 'SavedModel before' (default: none, the current code "
         "only)",
     )
+    parser.add_argument(
+        "--served-model",
+        default=None,
+        metavar="MODEL.keras",
+        help="time the served path on this model, its tokenizer beside it (e.g. `make demo`'s "
+        "runs/demo/model.keras; default: a model of the demo's shape trained 1000 steps)",
+    )
+    parser.add_argument(
+        "--tf-settings",
+        nargs="+",
+        choices=list(TF_SETTINGS),
+        default=None,
+        metavar="SETTING",
+        help="the TensorFlow settings of the served path's processes, of "
+        f"{', '.join(TF_SETTINGS)} (default: all; with --quick, default)",
+    )
     flags.add_parts(parser, list(PARTS))
     flags.add_mixed_precision(parser)
     report.add_before(parser)
@@ -597,6 +679,8 @@ def plan(args):
         vocab=500 if args.quick else 8000,
         parts=parts,
         before_code=before_code(args, bf16) if "exports" in parts else None,
+        served_model=served_model_of(args) if "exports" in parts else None,
+        tf_settings=args.tf_settings or list(TF_SETTINGS)[: 1 if args.quick else None],
     )
 
 
@@ -621,6 +705,28 @@ def before_code(args, bf16):
             status=2,
         )
     return commit
+
+
+def served_model_of(args):
+    """--served-model's path, or None without it; ends the run, naming the file, where it or
+    the tokenizer beside it is missing."""
+    from keras_transformer_cli import run_dir
+
+    if args.served_model is None:
+        return None
+    path = pathlib.Path(args.served_model)
+    if not path.is_file():
+        console.fail(
+            f"--served-model {path}: no such file; give a .keras model (make demo writes "
+            "runs/demo/model.keras)"
+        )
+    tokenizer = run_dir.tokenizer_beside(path)
+    if not tokenizer.is_file():
+        console.fail(
+            f"--served-model {path}: no tokenizer beside it ({tokenizer}); give the model of a "
+            "run directory"
+        )
+    return path
 
 
 def git_commit(ref):
@@ -779,9 +885,7 @@ def measure_exports(setting, results):
         )
     with tempfile.TemporaryDirectory() as directory:
         size = QUICK_SIZE if setting.quick else demo_size()
-        served = served_path(
-            directory, steps, size, setting.quick, 1 if setting.quick else 2, setting.before_code
-        )
+        served = served_path(directory, steps, size, setting)
     return dict(
         saved_model_preset=setting.presets[0][0],
         saved_model_calls=calls,

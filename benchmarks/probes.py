@@ -12,14 +12,18 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
         --tensorflow_intra_op_parallelism), on PROBE_SENTENCE
     served-path DIRECTORY SENTENCES_FILE ROUNDS profile|no-profile BATCH...
         {engine: {search: {batch: {"seconds": [per round], "translations": [...]}}}}: the
-        SavedModels DIRECTORY/saved-beam4 and saved-greedy (`serving_default`, with tensorflow
-        and tensorflow_text), those in DIRECTORY/before if there are ("SavedModel before": the same
-        model exported by another version of the library), and the CTranslate2 models
-        DIRECTORY/ct2-float32 and ct2-int8 (CTranslate2Translator, beam 4 and greedy), each
-        translating the file's sentences at each BATCH, in turn within each of ROUNDS rounds; and
-        under "overhead", the CTranslate2 engine's ms per sentence at batch 1 beside its
-        translate_batch call alone; with `profile`, under "profile" the step profile of
-        saved-beam4 at batch 64 (below), in the same process
+        searches of DIRECTORY/searches.json ({name: {"beam_size", "alpha"}}) exported as
+        SavedModels in DIRECTORY/saved ("SavedModel", as TensorFlow Serving runs it), xla
+        ("SavedModel XLA", `serving.export --jit-compile`) and before if there ("SavedModel
+        before": the same model exported by another version of the library), each
+        DIRECTORY/ENGINE/SLUG (`search_slug`, its `serving_default` called with tensorflow and
+        tensorflow_text), and the CTranslate2 models DIRECTORY/ct2-float32 and ct2-int8
+        (CTranslate2Translator with each search's beam size and alpha), each translating the
+        file's sentences at each BATCH, in turn within each of ROUNDS rounds; and under
+        "overhead", the CTranslate2 engine's ms per sentence at batch 1 beside its
+        translate_batch call alone; with `profile`, under "profile" and "profile_batch1" the
+        step profile (below) of the last search's SavedModel at batch 64 and 1, and under
+        "steps" its decoder steps (`decoder_steps`), in the same process
     saved-models SENTENCES_FILE ROUNDS BATCH SAVED_MODEL...
         {SAVED_MODEL: {"ms_per_sentence": the best round, "same_as_first": translations equal
         to the first SavedModel's, "sentences": n}}: SavedModels (`serving_default`)
@@ -30,13 +34,13 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
         {op type: seconds}, "outside_loop": op seconds outside the search's loop}:
         TensorFlow's profiler over the SavedModel translating the file at BATCH (after a
         warm-up call)
-    export CONFIG_JSON WEIGHTS TOKENIZER OUTPUT_DIR
+    export CONFIG_JSON WEIGHTS TOKENIZER SEARCHES_JSON OUTPUT_DIR
         {"exported": [directories], "library": where keras_transformer was imported from}: the
         model of CONFIG_JSON ({"config": ..., "defaults": ...}: its fields, and each field's
         default, so that a field the library does not know is dropped only at its default) with
-        the weights file WEIGHTS, exported as OUTPUT_DIR/saved-beam4 and saved-greedy by the
-        keras_transformer first on the path: run from a directory holding another version of
-        it (bench's --before-code), it is that version's export
+        the weights file WEIGHTS, exported with each search of SEARCHES_JSON as
+        OUTPUT_DIR/SLUG by the keras_transformer first on the path: run from a directory
+        holding another version of it (bench's --before-code), it is that version's export
     export-caches MODEL_KERAS TOKENIZER OUTPUT_DIR
         {"exported": [directories]}: the model (rebuilt in float32) exported with beam 4 three
         ways, OUTPUT_DIR/growing (the Translator's cache, growing a position a step),
@@ -372,7 +376,18 @@ def saved_model(repeats, intra_op_threads, *directories):
     return answers
 
 
-SEARCHES = {"beam 4": 4, "greedy": 1}
+# The SavedModels of the served path: DIRECTORY/ENGINE_DIRECTORY/SLUG.
+SAVED_ENGINES = {"SavedModel": "saved", "SavedModel XLA": "xla", "SavedModel before": "before"}
+
+
+def search_slug(name):
+    """A search's directory name: "beam 4, alpha 1.2" -> "beam4-alpha1.2"."""
+    return "-".join(part.replace(" ", "") for part in name.split(", "))
+
+
+def read_searches(path):
+    """{name: {"beam_size", "alpha"}}: the searches.json the bench wrote."""
+    return json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
 
 
 def read_sentences(path):
@@ -381,32 +396,37 @@ def read_sentences(path):
     return read_lines(path)
 
 
-def served_engines(directory):
-    """{engine: {search: translate(list of sentences) -> list of translations}}."""
+def saved_translator(directory):
+    """A function of a list of sentences: the SavedModel's `serving_default` translations."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
+    signature = tf.saved_model.load(str(directory)).signatures["serving_default"]
+    return lambda batch: [
+        t.decode() for t in signature(sentences=tf.constant(batch))["translation"].numpy()
+    ]
+
+
+def served_engines(directory):
+    """{engine: {search: translate(list of sentences) -> list of translations}}."""
     from keras_transformer.ctranslate2_translator import CTranslate2Translator
 
-    def saved(search, within=directory):
-        path = f"{within}/saved-{search.replace(' ', '')}"
-        signature = tf.saved_model.load(path).signatures["serving_default"]
-        return lambda batch: [
-            t.decode() for t in signature(sentences=tf.constant(batch))["translation"].numpy()
-        ]
+    searches = read_searches(f"{directory}/searches.json")
 
-    def ctranslate2(kind, beam_size):
-        engine = CTranslate2Translator(f"{directory}/ct2-{kind}", beam_size=beam_size)
+    def ctranslate2(kind, search):
+        engine = CTranslate2Translator(f"{directory}/ct2-{kind}", **search)
         return lambda batch: [translation.text for translation in engine.translate(batch)]
 
-    engines = {"SavedModel": {search: saved(search) for search in SEARCHES}}
-    if pathlib.Path(f"{directory}/before").is_dir():  # bench's --before-code
-        engines["SavedModel before"] = {
-            search: saved(search, f"{directory}/before") for search in SEARCHES
+    engines = {
+        engine: {
+            name: saved_translator(f"{directory}/{within}/{search_slug(name)}") for name in searches
         }
+        for engine, within in SAVED_ENGINES.items()
+        if pathlib.Path(directory, within).is_dir()  # before: bench's --before-code
+    }
     for kind in ("float32", "int8"):
         engines[f"CTranslate2 {kind}"] = {
-            search: ctranslate2(kind, beam_size) for search, beam_size in SEARCHES.items()
+            name: ctranslate2(kind, search) for name, search in searches.items()
         }
     return engines
 
@@ -445,17 +465,123 @@ def engine_overhead(directory, sentences, rounds):
 def served_path(directory, sentences_file, rounds, profile, *batches):
     sentences = read_sentences(sentences_file)
     engines = served_engines(directory)
-    answers = {engine: {search: {} for search in SEARCHES} for engine in engines}
+    searches = read_searches(f"{directory}/searches.json")
+    answers = {engine: {search: {} for search in searches} for engine in engines}
     for batch in map(int, batches):
-        for search in SEARCHES:
+        for search in searches:
             translators = {engine: translate[search] for engine, translate in engines.items()}
             for engine, figures in in_turn(translators, sentences, batch, rounds).items():
                 answers[engine][search][str(batch)] = figures
     answers["overhead"] = engine_overhead(directory, sentences, rounds)
     if profile == "profile":
-        answers["profile"] = step_profile(f"{directory}/saved-beam4", sentences_file, 64)
-        answers["profile_batch1"] = step_profile(f"{directory}/saved-beam4", sentences_file, 1)
+        name = list(searches)[-1]
+        profiled = f"{directory}/saved/{search_slug(name)}"
+        answers["profile"] = dict(step_profile(profiled, sentences_file, 64), search=name)
+        answers["profile_batch1"] = dict(step_profile(profiled, sentences_file, 1), search=name)
+        answers["steps"] = decoder_steps(directory, sentences, searches)
     return answers
+
+
+def decoder_steps(directory, sentences, searches, batch=64):
+    """{"batch": batch, "searches": {search: {rule: {"per_sentence": decoder steps a sentence,
+    "per_batch_row": the loop's steps times the sentences of each call (what a search
+    computing every sentence until its batch ends, as under XLA, runs), "same": translations
+    equal to the exact stop's}}}} of the
+    served model (DIRECTORY/served.keras) translating `sentences` at `batch` in this process
+    with each beam search of `searches` stopped by our rule ("exact") and by CTranslate2's
+    ("top beam", `TopBeamStop`); greedy search has the exact rule only (both stop at eos)."""
+    import keras
+    import tensorflow as tf
+
+    import keras_transformer as kt
+
+    model = keras.saving.load_model(f"{directory}/served.keras")
+    tokenizer = kt.SubwordTokenizer.load(f"{directory}/tokenizer.model")
+    sentence_steps, loop_steps = tf.Variable(0, dtype=tf.int64), tf.Variable(0, dtype=tf.int64)
+    rules = dict(zip(("exact", "top beam"), beam_classes()))
+    answers = {}
+    for name, search in searches.items():
+        answers[name] = {}
+        for rule, kind in list(rules.items())[: 1 if search["beam_size"] == 1 else None]:
+            counted = kind(**search, sentence_steps=sentence_steps, loop_steps=loop_steps)
+            translator = kt.Translator(model, tokenizer, search=counted)
+            sentence_steps.assign(0)
+            rows, translations = 0, []
+            for i in range(0, len(sentences), batch):
+                loop_steps.assign(0)
+                chosen = translator.translate(tf.constant(sentences[i : i + batch]))
+                translations += [t.decode() for t in chosen["translation"].numpy()]
+                rows += int(loop_steps.numpy()) * len(sentences[i : i + batch])
+            exact = answers[name].get("exact", {}).get("translations", translations)
+            answers[name][rule] = {
+                "per_sentence": int(sentence_steps.numpy()) / len(sentences),
+                "per_batch_row": rows / len(sentences),
+                "same": sum(a == b for a, b in zip(translations, exact)),
+                "translations": translations,
+            }
+    for figures_of_rules in answers.values():
+        for figures in figures_of_rules.values():
+            del figures["translations"]
+    return {"batch": batch, "searches": answers}
+
+
+def beam_classes():
+    """The classes CountedBeam and TopBeamStop, defined on first use (the library imports
+    TensorFlow, which the probes run on a GPU machine without it do not need)."""
+    import dataclasses
+    import typing
+
+    import tensorflow as tf
+
+    from keras_transformer.decoding import Beam
+    from keras_transformer.decoding.search import NEG_INF
+
+    @dataclasses.dataclass(frozen=True, eq=False)
+    class CountedBeam(Beam):
+        """Beam search that adds the sentences of each step to `sentence_steps` and each step
+        to `loop_steps` (tf.Variables)."""
+
+        sentence_steps: typing.Any = None
+        loop_steps: typing.Any = None
+
+        def advance_logits(self, hypotheses, scores, t, limits):
+            counted = [
+                self.sentence_steps.assign_add(tf.size(limits, tf.int64)),
+                self.loop_steps.assign_add(1),
+            ]
+            with tf.control_dependencies(counted):
+                return self.advance(hypotheses, scores, t, limits)
+
+        def advance(self, hypotheses, scores, t, limits):
+            return super().advance_logits(hypotheses, scores, t, limits)
+
+    @dataclasses.dataclass(frozen=True, eq=False)
+    class TopBeamStop(CountedBeam):
+        """Beam search stopped by CTranslate2's rule (its decoding.cc with length penalty 0, as
+        our CTranslate2 engine calls it): a sentence ends once the best of its candidates has
+        ended at some step and K hypotheses have finished, whether or not an alive one could
+        still win under GNMT's penalty."""
+
+        def start(self, batch_size, max_length):
+            return super().start(batch_size, max_length), tf.zeros([batch_size], tf.bool)
+
+        def advance(self, state, scores, t, limits):
+            hypotheses, top_ended = state
+            extensions = self.extend(hypotheses, *scores.per_sentence(self.beam_size), t, limits)
+            kept, last, parents = self.keep(hypotheses, extensions, t, limits)
+            top_ended = top_ended | extensions.ending[:, 0]  # the candidates are best first
+            full = kept.finished_scores[:, -1] > NEG_INF / 2
+            none_alive = tf.reduce_max(kept.alive_log_probs, axis=1) <= NEG_INF / 2
+            done = hypotheses.done | (top_ended & full) | none_alive
+            return (kept._replace(done=done), top_ended), tf.reshape(last, [-1]), parents
+
+        def ended(self, state):
+            return state[0].done
+
+        def outputs(self, state):
+            return super().outputs(state[0])
+
+    return CountedBeam, TopBeamStop
 
 
 def in_turn(translators, sentences, batch, rounds):
@@ -476,17 +602,9 @@ def in_turn(translators, sentences, batch, rounds):
 
 
 def saved_models(sentences_file, rounds, batch, *directories):
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401
-
-    def translator(directory):
-        signature = tf.saved_model.load(directory).signatures["serving_default"]
-        return lambda batch: [
-            t.decode() for t in signature(sentences=tf.constant(batch))["translation"].numpy()
-        ]
-
     sentences = read_sentences(sentences_file)
-    answers = in_turn({d: translator(d) for d in directories}, sentences, int(batch), rounds)
+    translators = {d: saved_translator(d) for d in directories}
+    answers = in_turn(translators, sentences, int(batch), rounds)
     reference = answers[directories[0]]["translations"]
     return {
         directory: {
@@ -538,21 +656,23 @@ def step_profile(saved_model, sentences_file, batch):
     }
 
 
-def export_searches(model, tokenizer, directory):
-    """The Translator of each search in SEARCHES saved as `directory`/saved-beam4, saved-greedy."""
+def export_searches(model, tokenizer, searches, directory, jit_compile=False):
+    """The Translator of each of `searches` ({name: {"beam_size", "alpha"}}) saved as
+    `directory`/SLUG (`search_slug`), its search compiled by XLA with `jit_compile`."""
     import keras_transformer as kt
 
+    compiled = {"jit_compile": True} if jit_compile else {}  # an earlier library lacks the flag
     return [
         str(
-            kt.Translator(model, tokenizer, beam_size=beam_size, alpha=0.6).save(
-                f"{directory}/saved-{search.replace(' ', '')}"
+            kt.Translator(model, tokenizer, **search, **compiled).save(
+                f"{directory}/{search_slug(name)}"
             )
         )
-        for search, beam_size in SEARCHES.items()
+        for name, search in searches.items()
     ]
 
 
-def export(config_json, weights, tokenizer_path, output_dir):
+def export(config_json, weights, tokenizer_path, searches_json, output_dir):
     import dataclasses
 
     import numpy as np
@@ -574,7 +694,7 @@ def export(config_json, weights, tokenizer_path, output_dir):
     model.load_weights(weights)
     tokenizer = kt.SubwordTokenizer.load(tokenizer_path)
     return {
-        "exported": export_searches(model, tokenizer, output_dir),
+        "exported": export_searches(model, tokenizer, read_searches(searches_json), output_dir),
         "library": str(pathlib.Path(kt.__file__).parent),
     }
 

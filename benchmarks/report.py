@@ -75,21 +75,44 @@ tokenizes, detokenizes and computes the alignment. Threads within an op: TensorF
 """
 
 SERVED_PATH = """\
-## Served path: the SavedModel against CTranslate2 (a model of the demo's shape and vocabulary
-trained {served_steps} steps on {served_data}; the tiny preset with --quick)
+## Served path: the SavedModel against CTranslate2 ({served_model})
 
-The {served_sentences} test sentences translated by the exported SavedModel's
-`serving_default` (beam 4 or greedy search, alpha 0.6), as TensorFlow Serving runs it (no XLA),
-and by the same model converted with `python -m serving.ctranslate2` (float32, and
-`--quantization int8`) behind our CTranslate2 engine (`serving.translate --model CT2_DIR`: our
-tokenization, GNMT's length penalty), all in one fresh process, in turn, the best of each
-engine's rounds: ms per sentence at each batch size (sentences a call), the engine's time
-over CTranslate2 float32's in the same process, and how many of its translations at the
-largest batch equal the SavedModel's.{settings}{served_before}{before_note}
+The {served_sentences} test sentences translated by the model's SavedModel exports
+(`serving_default`: {searches}; the n-best and the alignment computed too) as TensorFlow Serving
+runs them: "SavedModel" without XLA{xla}, and by the same model converted with `python -m
+serving.ctranslate2` (float32, and `--quantization int8`) behind our CTranslate2 engine
+(`serving.translate --model CT2_DIR`: our tokenization, GNMT's length penalty with the same
+alpha), all in one fresh process, in turn, the best of each engine's rounds: ms per sentence
+at each batch size (sentences a call), the engine's time over CTranslate2 float32's in the
+same process, and how many of its translations at the largest batch equal the
+SavedModel's.{settings}{served_before}{before_note}
 
 {table}
 
 {overhead}
+"""
+
+XLA_ENGINE = (
+    ', "SavedModel XLA" exported with `serving.export --jit-compile` (its search one XLA'
+    " function: TensorFlow Serving started with `--xla_cpu_compilation_enabled=true`)"
+)
+
+DECODER_STEPS = """\
+### Decoder steps per sentence (our stopping rule and CTranslate2's)
+
+The served model translating the {sentences} sentences at batch {batch} in the first process,
+its steps counted: each sentence's own (it leaves the batch when its search ends, as in
+"SavedModel" and in CTranslate2) and the batch's, the loop's steps times its sentences (what
+"SavedModel XLA" computes: every sentence until its batch ends). Our beam search stops a
+sentence when it has K finished hypotheses and no alive one can beat the K-th under GNMT's
+length penalty (log P only falls; lp grows up to the sentence's bound, source length + 50):
+the exact K-best. CTranslate2 scores by log P during the search (our engine rescores its K
+hypotheses with GNMT's penalty afterwards) and stops a sentence once the best candidate of
+a step has ended and K hypotheses have finished (its decoding.cc, length penalty 0); "top beam"
+is that rule run in our search, on the same scores, and "same" counts its translations equal to
+the exact stop's. Greedy search stops at eos under either rule.
+
+{table}
 """
 
 CACHES = """\
@@ -133,7 +156,7 @@ call alone on the same pieces.
 """
 
 STEP_PROFILE = """\
-## Where the SavedModel's time goes (beam 4, batch {batch})
+## Where the SavedModel's time goes ({search}, batch {batch})
 
 TensorFlow's profiler over the SavedModel translating the {sentences} sentences at batch
 {batch} (default setting): op time by kind, ms per decoding step (the loop's
@@ -223,19 +246,81 @@ def served(results, before):
         if changed
         else ""
     )
+    xla = any(r["engine"] == "SavedModel XLA" for r in results["served_path"])
     text = fill(
         SERVED_PATH,
-        **{**results, "served_before": SERVED_BEFORE.format(code) if code else ""},
+        **{
+            **results,
+            "served_before": SERVED_BEFORE.format(code) if code else "",
+            "served_model": served_model(results),
+        },
+        searches=searches_text(results.get("served_searches")),
+        xla=XLA_ENGINE if xla else "",
         settings=settings,
         before_note=note,
         table=table,
         overhead=overhead,
     ).strip()
+    if "decoder_steps" in results:
+        steps = results["decoder_steps"]
+        text += (
+            "\n\n"
+            + fill(
+                DECODER_STEPS,
+                sentences=results["served_sentences"],
+                batch=steps["batch"],
+                table=decoder_steps_table(steps["searches"], results["served_sentences"]),
+            ).strip()
+        )
     if "caches" not in results:
         return text
     caches = results["caches"]
     sentences = next(iter(next(iter(caches.values())).values()))["sentences"]
     return text + "\n\n" + fill(CACHES, sentences=sentences, table=caches_table(caches)).strip()
+
+
+def served_model(results):
+    """What the served path's model is (a run before `served_model` was recorded: trained)."""
+    if "served_model" in results:
+        return results["served_model"]
+    return (
+        f"a model of the demo's shape and vocabulary trained {results['served_steps']} steps on "
+        f"{results['served_data']}; the tiny preset with --quick"
+    )
+
+
+def searches_text(searches):
+    """The served searches in words (a run before they were recorded: beam 4 and greedy)."""
+    if not searches:
+        return "beam 4 or greedy search, alpha 0.6"
+    words = []
+    for name, search in searches.items():
+        kind = "greedy" if search["beam_size"] == 1 else f"beam {search['beam_size']}"
+        words.append(f"{name} ({kind} search, alpha {search['alpha']:g})")
+    return "; ".join(words)
+
+
+def decoder_steps_table(searches, sentences):
+    """Per search and stopping rule: decoder steps a sentence, the batch's steps a sentence,
+    and the translations equal to the exact stop's."""
+    lines = table_header(
+        (
+            *(("search", "l"), ("stop", "l"), ("steps a sentence", "r")),
+            *(("batch's steps a sentence", "r"), ("same as exact", "r")),
+        )
+    )
+    for name, rules in searches.items():
+        for rule, figures in rules.items():
+            lines.append(
+                row(
+                    name,
+                    rule,
+                    f"{figures['per_sentence']:.1f}",
+                    f"{figures['per_batch_row']:.1f}",
+                    f"{figures['same']}/{sentences}",
+                )
+            )
+    return "\n".join(lines)
 
 
 def caches_table(caches):
@@ -273,6 +358,7 @@ def step_profile(results, before):
             texts.append(
                 fill(
                     STEP_PROFILE,
+                    search=results[key].get("search", "beam 4"),
                     batch=batch,
                     sentences=results[key]["sentences"],
                     steps=results[key]["steps"],

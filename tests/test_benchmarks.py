@@ -69,21 +69,39 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
     for row in saved:
         assert row["steps"] > 1 and row["over_xla"] == row["p50_ms"] / row["xla_ms"]
     served = results["served_path"]  # --quick: TensorFlow's default setting only
+    searches = ["beam 4", "greedy", "beam 4, alpha 1.2"]  # 0.6, and the demo's export's alpha
+    assert list(results["served_searches"]) == searches
     assert [(row["search"], row["engine"], row["setting"]) for row in served] == [
         (search, engine, "default")
-        for search in ("beam 4", "greedy")
-        for engine in ("SavedModel", "SavedModel before", "CTranslate2 float32", "CTranslate2 int8")
+        for search in searches
+        for engine in (
+            "SavedModel",
+            "SavedModel XLA",
+            "SavedModel before",
+            "CTranslate2 float32",
+            "CTranslate2 int8",
+        )
     ]
     for row in served:
         assert list(row["ms"]) == ["64", "8", "1"] and all(ms > 0 for ms in row["ms"].values())
         assert 0 <= row["same"] <= 32
-        if row["engine"] == "SavedModel before":  # HEAD's export of the same weights
-            assert row["same"] == 32
+        if row["engine"].startswith("SavedModel"):  # XLA's, and HEAD's export of the weights
+            assert row["same"] == 32, row
     assert results["served_before"].startswith(bench.git_commit("HEAD")[:10])
-    assert "SavedModel before: the same model" in output.read_text()
+    text = output.read_text()
+    assert "SavedModel before: the same model" in text
+    assert "### Decoder steps per sentence (our stopping rule and CTranslate2's)" in text
+    steps = results["decoder_steps"]
+    assert steps["batch"] == 64 and list(steps["searches"]) == searches
+    for search, rules in steps["searches"].items():
+        assert list(rules) == (["exact"] if search == "greedy" else ["exact", "top beam"])
+        for figures in rules.values():  # one call of 32 sentences: the batch's steps, the most
+            assert 1 <= figures["per_sentence"] <= figures["per_batch_row"] <= 32
+        assert rules["exact"]["same"] == 32
     for batch, key in ((64, "step_profile"), (1, "step_profile_batch1")):
         profile = results[key]
         assert profile["batch"] == batch and profile["steps"] > 0
+        assert profile["search"] == "beam 4, alpha 1.2"
         assert profile["ops"]["Exp"] > 0 and 0 < profile["outside_loop"]
     assert results["padding_efficiency"]["True"] > results["padding_efficiency"]["False"]
     assert results["memory"]["training"]["peak_mib"] > 0
@@ -109,6 +127,47 @@ def test_a_before_code_this_clone_lacks_is_a_usage_error(capsys):
         "error: --before-code exports the model again in float32; with --mixed-precision bf16 "
         "leave --before-code out"
     )
+
+
+def test_a_missing_served_model_is_named(tmp_path, capsys):
+    """--served-model names a .keras file with its tokenizer beside it; without either the run
+    ends before it measures anything, naming the file; an unknown --tf-settings is a usage
+    error."""
+    missing = tmp_path / "model.keras"
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--quick", "--parts", "exports", "--served-model", str(missing)])
+    assert stop.value.code == 1
+    error = capsys.readouterr().err.strip()
+    assert error == (
+        f"error: --served-model {missing}: no such file; give a .keras model (make demo "
+        "writes runs/demo/model.keras)"
+    )
+    missing.write_bytes(b"")
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--quick", "--parts", "exports", "--served-model", str(missing)])
+    assert stop.value.code == 1
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"error: --served-model {missing}: no tokenizer beside it (")
+    assert len(error.splitlines()) == 1
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--quick", "--tf-settings", "TF_NUM_INTEROP_THREADS=2"])
+    assert stop.value.code == 2
+    assert "argument --tf-settings: invalid choice" in capsys.readouterr().err
+
+
+def test_a_given_served_model_is_loaded_with_its_tokenizer(number_translator, tmp_path):
+    """--served-model: the served path's model and tokenizer are the file's (a run's
+    model.keras and the tokenizer beside it), its sentences the served path's (with --quick,
+    sentences to copy)."""
+    model, tokenizer, _ = number_translator
+    model.save(tmp_path / "model.keras")
+    tokenizer.save(tmp_path / "tokenizer.model")
+    loaded, loaded_tokenizer, path, sentences = bench.given_served_model(
+        tmp_path / "model.keras", quick=True
+    )
+    assert loaded.config == model.config and path == tmp_path / "tokenizer.model"
+    assert loaded_tokenizer.vocab_size == tokenizer.vocab_size
+    assert sentences == bench.served_sentences(quick=True)[0] and len(sentences) == 32
 
 
 def test_an_export_the_before_code_cannot_make_is_named(tmp_path, capsys):
