@@ -492,6 +492,26 @@ def export_before(directory, model, tokenizer_path, commit):
         )
 
 
+def export_served(directory, model, tokenizer, tokenizer_path, before_code):
+    """`model` exported with each of `served_searches` (DIRECTORY/searches.json) as SavedModels
+    in DIRECTORY/saved and, compiled by XLA, DIRECTORY/xla, by the library at `before_code` in
+    DIRECTORY/before if given, converted to CTranslate2 (ct2-float32, ct2-int8) and saved as
+    served.keras: the searches."""
+    from benchmarks.probes import export_searches
+    from serving.ctranslate2 import convert
+
+    searches = served_searches()
+    pathlib.Path(directory, "searches.json").write_text(json.dumps(searches))
+    export_searches(model, tokenizer, searches, f"{directory}/saved")
+    export_searches(model, tokenizer, searches, f"{directory}/xla", jit_compile=True)
+    if before_code:
+        export_before(directory, model, tokenizer_path, before_code)
+    for kind, quantization in (("float32", "none"), ("int8", "int8")):
+        convert(model, tokenizer_path, f"{directory}/ct2-{kind}", quantization)
+    model.save(f"{directory}/served.keras")
+    return searches
+
+
 def served_path(directory, steps, size, setting):
     """The served path: one model, trained (`train_served_model`) or given
     (`setting.served_model`), exported with each search of `served_searches` as SavedModels
@@ -502,9 +522,6 @@ def served_path(directory, steps, size, setting):
     where the SavedModel's time goes by op type (the demo's search, batch 64 and batch 1), the
     decoder steps of each search under our stop and CTranslate2's, and the CTranslate2
     engine's own work per call."""
-    from benchmarks.probes import export_searches
-    from serving.ctranslate2 import convert
-
     quick = setting.quick
     if setting.served_model:
         model, tokenizer, tokenizer_path, sentences = given_served_model(
@@ -518,15 +535,9 @@ def served_path(directory, steps, size, setting):
         )
         shape = "the tiny preset with one layer" if quick else "the demo's shape and vocabulary"
         data = f"a model of {shape} trained {steps} steps on {data}"
-    searches = served_searches()
-    pathlib.Path(directory, "searches.json").write_text(json.dumps(searches))
-    export_searches(model, tokenizer, searches, f"{directory}/saved")
-    export_searches(model, tokenizer, searches, f"{directory}/xla", jit_compile=True)
-    if setting.before_code:
-        export_before(directory, model, tokenizer_path, setting.before_code)
-    for kind, quantization in (("float32", "none"), ("int8", "int8")):
-        convert(model, tokenizer_path, f"{directory}/ct2-{kind}", quantization)
-    model.save(f"{directory}/served.keras")
+    searches = export_served(directory, model, tokenizer, tokenizer_path, setting.before_code)
+    split = len(sentences)
+    sentences = sentences[: setting.served_sentences or None]
     sentences_file = pathlib.Path(directory) / "sentences.txt"
     sentences_file.write_text("\n".join(sentences) + "\n", encoding="utf-8")
     rounds = 1 if quick else 2
@@ -534,15 +545,8 @@ def served_path(directory, steps, size, setting):
     for name in setting.tf_settings:
         first = not results  # measures the engine's overhead and profiles the SavedModel
         profile = "profile" if first else "no-profile"
-        answers = run_probe(
-            "served-path",
-            directory,
-            sentences_file,
-            rounds,
-            profile,
-            *SERVED_BATCHES,
-            env=TF_SETTINGS[name],
-        )
+        arguments = (directory, sentences_file, rounds, profile, *SERVED_BATCHES)
+        answers = run_probe("served-path", *arguments, env=TF_SETTINGS[name])
         overhead = answers.pop("overhead")
         if first:
             results = dict(
@@ -558,6 +562,7 @@ def served_path(directory, steps, size, setting):
         served_model=data,
         served_searches=searches,
         served_sentences=len(sentences),
+        served_split=split,
         **({"served_before": described_commit(setting.before_code)} if setting.before_code else {}),
         served_path=rows,
         **results,
@@ -643,6 +648,13 @@ def build_parser():
         "runs/demo/model.keras; default: a model of the demo's shape trained 1000 steps)",
     )
     parser.add_argument(
+        "--served-sentences",
+        type=flags.COUNT,
+        default=None,
+        metavar="N",
+        help="time the served path on the first N sentences of the test split (default: all)",
+    )
+    parser.add_argument(
         "--tf-settings",
         nargs="+",
         choices=list(TF_SETTINGS),
@@ -680,6 +692,7 @@ def plan(args):
         parts=parts,
         before_code=before_code(args, bf16) if "exports" in parts else None,
         served_model=served_model_of(args) if "exports" in parts else None,
+        served_sentences=args.served_sentences,
         tf_settings=args.tf_settings or list(TF_SETTINGS)[: 1 if args.quick else None],
     )
 

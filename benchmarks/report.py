@@ -77,7 +77,7 @@ tokenizes, detokenizes and computes the alignment. Threads within an op: TensorF
 SERVED_PATH = """\
 ## Served path: the SavedModel against CTranslate2 ({served_model})
 
-The {served_sentences} test sentences translated by the model's SavedModel exports
+The {translated} translated by the model's SavedModel exports
 (`serving_default`: {searches}; the n-best and the alignment computed too) as TensorFlow Serving
 runs them: "SavedModel" without XLA{xla}, and by the same model converted with `python -m
 serving.ctranslate2` (float32, and `--quantization int8`) behind our CTranslate2 engine
@@ -254,6 +254,7 @@ def served(results, before):
             "served_before": SERVED_BEFORE.format(code) if code else "",
             "served_model": served_model(results),
         },
+        translated=translated(results),
         searches=searches_text(results.get("served_searches")),
         xla=XLA_ENGINE if xla else "",
         settings=settings,
@@ -277,6 +278,14 @@ def served(results, before):
     caches = results["caches"]
     sentences = next(iter(next(iter(caches.values())).values()))["sentences"]
     return text + "\n\n" + fill(CACHES, sentences=sentences, table=caches_table(caches)).strip()
+
+
+def translated(results):
+    """Which test sentences the served path translated: all of the split, or its first N."""
+    count, split = results["served_sentences"], results.get("served_split")
+    if split in (None, count):
+        return f"{count} test sentences"
+    return f"first {count} of the {split} test sentences"
 
 
 def served_model(results):

@@ -131,8 +131,8 @@ def test_a_before_code_this_clone_lacks_is_a_usage_error(capsys):
 
 def test_a_missing_served_model_is_named(tmp_path, capsys):
     """--served-model names a .keras file with its tokenizer beside it; without either the run
-    ends before it measures anything, naming the file; an unknown --tf-settings is a usage
-    error."""
+    ends before it measures anything, naming the file; an unknown --tf-settings, or
+    --served-sentences 0, is a usage error."""
     missing = tmp_path / "model.keras"
     with pytest.raises(SystemExit) as stop:
         bench.main(["--quick", "--parts", "exports", "--served-model", str(missing)])
@@ -153,6 +153,12 @@ def test_a_missing_served_model_is_named(tmp_path, capsys):
         bench.main(["--quick", "--tf-settings", "TF_NUM_INTEROP_THREADS=2"])
     assert stop.value.code == 2
     assert "argument --tf-settings: invalid choice" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--quick", "--served-sentences", "0"])
+    assert stop.value.code == 2
+    assert "argument --served-sentences: expected an integer of at least 1, got 0" in (
+        capsys.readouterr().err
+    )
 
 
 def test_a_given_served_model_is_loaded_with_its_tokenizer(number_translator, tmp_path):
@@ -212,6 +218,21 @@ def test_report_renders_the_committed_results_without_measuring(tmp_path, capsys
     capsys.readouterr()
     report.main(["--results", str(ROOT / "benchmarks/results.json"), "--output", "-"])
     assert capsys.readouterr().out == text
+
+
+def test_the_served_report_renders_from_its_results(tmp_path):
+    """benchmarks/SERVED.md (the exports part on make demo's model) is what the report renders
+    from SERVED.json: the demo's search beside alpha 0.6, the XLA export's rows, and the decoder
+    steps under both stopping rules."""
+    output = tmp_path / "SERVED.md"
+    report.main(["--results", str(ROOT / "benchmarks/SERVED.json"), "--output", str(output)])
+    text = output.read_text(encoding="utf-8")
+    assert text == (ROOT / "benchmarks" / "SERVED.md").read_text(encoding="utf-8")
+    assert "--served-model runs/demo/model.keras" in text
+    for search in ("beam 4", "greedy", "beam 4, alpha 1.2"):
+        assert f"| {search} | SavedModel XLA | default |" in text
+        assert f"| {search} | exact |" in text
+    assert "| beam 4, alpha 1.2 | top beam |" in text
 
 
 def test_report_adds_an_earlier_runs_figures(tmp_path, monkeypatch):
