@@ -408,16 +408,20 @@ def given_served_model(path, quick):
     return model, kt.SubwordTokenizer.load(tokenizer_path), tokenizer_path, sentences
 
 
-def served_searches():
+def served_searches(quick=False):
     """{name: {"beam_size", "alpha"}}: beam 4 and greedy search at §6.1's alpha 0.6, and the
-    search of the demo's export (demo.flags: beam 4, its alpha), the one profiled."""
+    search of the demo's export (demo.flags: beam 4, its alpha), the one profiled; --quick:
+    greedy and the demo's search."""
     evaluation = demo_settings.demo_plan().evaluation
     demo = {"beam_size": evaluation.beam_size, "alpha": evaluation.alpha}
-    return {
+    searches = {
         "beam 4": {"beam_size": 4, "alpha": 0.6},
         "greedy": {"beam_size": 1, "alpha": 0.6},
         f"beam {demo['beam_size']}, alpha {demo['alpha']:g}": demo,
     }
+    if quick:
+        del searches["beam 4"]
+    return searches
 
 
 # Each TensorFlow setting of the served path's probes: its environment. The thread counts are
@@ -492,20 +496,20 @@ def export_before(directory, model, tokenizer_path, commit):
         )
 
 
-def export_served(directory, model, tokenizer, tokenizer_path, before_code):
+def export_served(directory, model, tokenizer, tokenizer_path, setting):
     """`model` exported with each of `served_searches` (DIRECTORY/searches.json) as SavedModels
-    in DIRECTORY/saved and, compiled by XLA, DIRECTORY/xla, by the library at `before_code` in
-    DIRECTORY/before if given, converted to CTranslate2 (ct2-float32, ct2-int8) and saved as
-    served.keras: the searches."""
+    in DIRECTORY/saved and, compiled by XLA, DIRECTORY/xla, by the library at
+    `setting.before_code` in DIRECTORY/before if given, converted to CTranslate2 (ct2-float32,
+    ct2-int8) and saved as served.keras: the searches."""
     from benchmarks.probes import export_searches
     from serving.ctranslate2 import convert
 
-    searches = served_searches()
+    searches = served_searches(setting.quick)
     pathlib.Path(directory, "searches.json").write_text(json.dumps(searches))
     export_searches(model, tokenizer, searches, f"{directory}/saved")
     export_searches(model, tokenizer, searches, f"{directory}/xla", jit_compile=True)
-    if before_code:
-        export_before(directory, model, tokenizer_path, before_code)
+    if setting.before_code:
+        export_before(directory, model, tokenizer_path, setting.before_code)
     for kind, quantization in (("float32", "none"), ("int8", "int8")):
         convert(model, tokenizer_path, f"{directory}/ct2-{kind}", quantization)
     model.save(f"{directory}/served.keras")
@@ -535,7 +539,7 @@ def served_path(directory, steps, size, setting):
         )
         shape = "the tiny preset with one layer" if quick else "the demo's shape and vocabulary"
         data = f"a model of {shape} trained {steps} steps on {data}"
-    searches = export_served(directory, model, tokenizer, tokenizer_path, setting.before_code)
+    searches = export_served(directory, model, tokenizer, tokenizer_path, setting)
     split = len(sentences)
     sentences = sentences[: setting.served_sentences or None]
     sentences_file = pathlib.Path(directory) / "sentences.txt"

@@ -113,15 +113,18 @@ class Translator(tf.Module):
         self.search = search
         self.jit_compile = jit_compile
         self.compiled_search = (
-            tf.function(self.search_ids, jit_compile=True) if jit_compile else None
+            tf.function(self.search_ids, jit_compile=True, autograph=False) if jit_compile else None
         )
-        self.translate = tf.function(self._translate, input_signature=[_strings("sentences")])
+        self.translate = tf.function(
+            self._translate, input_signature=[_strings("sentences")], autograph=False
+        )
         self.translate_with_prefix = tf.function(
             self._translate,
             input_signature=[_strings("sentences"), _strings("target_prefix")],
+            autograph=False,
         )
         self.score = tf.function(
-            self._score, input_signature=[_strings("sources"), _strings("targets")]
+            self._score, input_signature=[_strings("sources"), _strings("targets")], autograph=False
         )
 
     @property

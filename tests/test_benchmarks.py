@@ -69,7 +69,7 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
     for row in saved:
         assert row["steps"] > 1 and row["over_xla"] == row["p50_ms"] / row["xla_ms"]
     served = results["served_path"]  # --quick: TensorFlow's default setting only
-    searches = ["beam 4", "greedy", "beam 4, alpha 1.2"]  # 0.6, and the demo's export's alpha
+    searches = ["greedy", "beam 4, alpha 1.2"]  # --quick: greedy and the demo's export's search
     assert list(results["served_searches"]) == searches
     assert [(row["search"], row["engine"], row["setting"]) for row in served] == [
         (search, engine, "default")
@@ -174,6 +174,32 @@ def test_a_given_served_model_is_loaded_with_its_tokenizer(number_translator, tm
     assert loaded.config == model.config and path == tmp_path / "tokenizer.model"
     assert loaded_tokenizer.vocab_size == tokenizer.vocab_size
     assert sentences == bench.served_sentences(quick=True)[0] and len(sentences) == 32
+
+
+def test_decoder_steps_add_up_per_sentence_and_ctranslate2s_stop_ends_sooner(
+    number_translator, tmp_path
+):
+    """The decoder steps of a batch are its sentences' steps each alone (the loop leaves a
+    finished sentence); at alpha 1.2 the top beam's stop (CTranslate2's) ends sooner than the
+    exact one on a model that ends its translations, with the same translations."""
+    from benchmarks import probes
+
+    model, tokenizer, pairs = number_translator
+    model.save(tmp_path / "served.keras")
+    tokenizer.save(tmp_path / "tokenizer.model")
+    sentences = [de for de, _ in pairs[:3]]
+    searches = {"beam 4, alpha 1.2": {"beam_size": 4, "alpha": 1.2}}
+
+    def steps(chosen):
+        counted = probes.decoder_steps(tmp_path, chosen, searches, batch=len(chosen))
+        return counted["searches"]["beam 4, alpha 1.2"]
+
+    together, alone = steps(sentences), [steps([sentence]) for sentence in sentences]
+    for rule in ("exact", "top beam"):
+        each = [figures[rule]["per_sentence"] for figures in alone]
+        assert together[rule]["per_sentence"] * len(sentences) == sum(each), rule
+        assert together[rule]["per_batch_row"] == max(each) and together[rule]["same"] == 3
+    assert together["top beam"]["per_sentence"] < together["exact"]["per_sentence"]
 
 
 def test_an_export_the_before_code_cannot_make_is_named(tmp_path, capsys):

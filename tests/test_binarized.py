@@ -293,11 +293,10 @@ def test_a_jax_run_without_tensorflow_trains_resumes_and_tensorflow_scores_it(
     (their installed functions, in this process)."""
     python = tensorflow_free / "python"
     outside = {"program": python, "cwd": tmp_path}
-    missing = run_python("-c", "import tensorflow", env={"PYTHONPATH": None}, status=1, **outside)
-    assert "No module named 'tensorflow'" in missing.stderr
-    layers = "import keras_transformer as kt; print(kt.layers.MultiHeadAttention.__name__)"
-    imported = run_python("-c", layers, env={"KERAS_BACKEND": "jax", "PYTHONPATH": None}, **outside)
-    assert imported.stdout.split() == ["MultiHeadAttention"]
+    imported = run_python(
+        "-c", LAYERS_WITHOUT_TENSORFLOW, env={"KERAS_BACKEND": "jax", "PYTHONPATH": None}, **outside
+    )
+    assert imported.stdout.split("\n")[:2] == ["No module named 'tensorflow'", "MultiHeadAttention"]
     out = tmp_path / "run"
     args = tiny_binarized_run(
         data, out, "--steps-per-epoch", "10", "--checkpoint-every", "10", max_length=16
@@ -325,6 +324,17 @@ def test_a_jax_run_without_tensorflow_trains_resumes_and_tensorflow_scores_it(
     assert "BLEU = " in capsys.readouterr().out and (out / "translations.test.txt").is_file()
     export(printed[1][1:])
     assert (out / "export" / "1" / "saved_model.pb").is_file()
+
+
+# Run by the TensorFlow-free venv's python: tensorflow cannot be imported, the layers can.
+LAYERS_WITHOUT_TENSORFLOW = """
+try:
+    import tensorflow
+except ImportError as error:
+    print(error)
+import keras_transformer as kt
+print(kt.layers.MultiHeadAttention.__name__)
+"""
 
 
 def installed_command(name):

@@ -76,7 +76,7 @@ def test_the_xla_export_translates_as_the_graph_export(exports):
         assert set(graph) == set(xla)
         for name, expected in graph.items():
             if expected.dtype == tf.float32:
-                np.testing.assert_allclose(xla[name], expected, atol=1e-5, err_msg=name)
+                np.testing.assert_allclose(xla[name], expected, rtol=1e-5, atol=1e-5, err_msg=name)
             else:
                 np.testing.assert_array_equal(xla[name], expected, err_msg=name)
     translations = [t.decode() for t in answers["xla"][0]["translation"].numpy()]

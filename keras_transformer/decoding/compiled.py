@@ -51,6 +51,6 @@ def _compiled(model, search, jit_compile, tensors, settings):
             )
 
         per_model[key] = tf.function(
-            compiled_search, jit_compile=jit_compile, reduce_retracing=True
+            compiled_search, jit_compile=jit_compile, reduce_retracing=True, autograph=False
         )
     return per_model[key]

@@ -51,7 +51,8 @@ class Search:
     must be its fields and must not change. A field that holds a tensor (a seed) is passed to
     the compiled function as a tensor, not as a setting. It gives `advance` (the
     log-probabilities [N, V]) or `advance_logits` (the logits and their normalisers, for a
-    search that needs no log-softmax over [N, V]), or making one raises TypeError."""
+    search that needs no log-softmax over [N, V]), or making one raises TypeError. Its methods
+    are traced without AutoGraph: control flow on tensors is written with TensorFlow ops."""
 
     beam_size = 1
 
