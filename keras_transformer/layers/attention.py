@@ -278,18 +278,28 @@ class MultiHeadAttention(keras.layers.Layer):
             and keras.backend.backend() in FUSED_BACKENDS
         )
 
-    def fused_context(self, query, value, attention_mask, use_causal_mask):
-        """The heads [B, Tq, H, d_v] of a full-sequence pass, by `keras.ops.dot_product_attention`
-        (projected straight into its [B, T, H, d] layout: no transposes)."""
+    def projected(self, query, value, attention_mask, use_causal_mask, project, time_axis):
+        """Q, K, V by `project` (positions on `time_axis`) from the queries and the memory
+        (`value`, or the queries for self-attention), and the mask combining `attention_mask`
+        with the causal one (§3.2.3)."""
         memory = query if value is None else value
-        q = self.project(query, self.query_kernel, self.depth_k)
-        k = self.project(memory, self.key_kernel, self.depth_k)
-        v = self.project(memory, self.value_kernel, self.depth_v)
-        query_length, key_length = ops.shape(q)[1], ops.shape(k)[1]
+        q = project(query, self.query_kernel, self.depth_k)
+        k = project(memory, self.key_kernel, self.depth_k)
+        v = project(memory, self.value_kernel, self.depth_v)
+        query_length, key_length = ops.shape(q)[time_axis], ops.shape(k)[time_axis]
         causal = causal_mask(query_length, key_length) if use_causal_mask else None
         mask = combined_mask(
             attention_mask, causal, ops.shape(q)[0], query_length, key_length, self.name
         )
+        return q, k, v, mask
+
+    def fused_context(self, query, value, attention_mask, use_causal_mask):
+        """The heads [B, Tq, H, d_v] of a full-sequence pass, by `keras.ops.dot_product_attention`
+        (projected straight into its [B, T, H, d] layout: no transposes)."""
+        q, k, v, mask = self.projected(
+            query, value, attention_mask, use_causal_mask, self.project, time_axis=1
+        )
+        query_length, key_length = ops.shape(q)[1], ops.shape(k)[1]
         if mask is not None:  # a row per query: cuDNN takes the mask as a [., ., Tq, Tk] bias
             mask = ops.broadcast_to(mask, (ops.shape(mask)[0], 1, query_length, key_length))
         # 1/sqrt(d_k) on the queries, as written out: TensorFlow's kernel forms Q K^T in the
@@ -307,14 +317,8 @@ class MultiHeadAttention(keras.layers.Layer):
             return self.cached_context(
                 query, attention_mask, use_causal_mask, cache, cache_index, training
             )
-        memory = query if value is None else value
-        q = self.project_heads(query, self.query_kernel, self.depth_k)
-        k = self.project_heads(memory, self.key_kernel, self.depth_k)
-        v = self.project_heads(memory, self.value_kernel, self.depth_v)
-        query_length, key_length = ops.shape(q)[2], ops.shape(k)[2]
-        causal = causal_mask(query_length, key_length) if use_causal_mask else None
-        mask = combined_mask(
-            attention_mask, causal, ops.shape(q)[0], query_length, key_length, self.name
+        q, k, v, mask = self.projected(
+            query, value, attention_mask, use_causal_mask, self.project_heads, time_axis=2
         )
         context, weights = scaled_dot_product_attention(
             q, k, v, mask=mask, dropout=self.weights_dropout, training=training
