@@ -247,12 +247,12 @@ def padding_efficiency(quick):
         }
 
 
-def peak_memory(config, batch, length, policy):
+def peak_memory(config, batch, length, policy, quick=False):
     """Peak resident host memory (MiB) of a fresh process under the Keras dtype `policy` after 3
-    training steps or 3 beam searches, how much of it the work added over the built model, and
-    on a GPU the peak of TensorFlow's allocator on GPU:0."""
+    training steps or 3 beam searches (`quick`: the training steps only), how much of it the
+    work added over the built model, and on a GPU the peak of TensorFlow's allocator on GPU:0."""
     rows = {}
-    for what in ("training", "decoding"):
+    for what in ("training",) if quick else ("training", "decoding"):
         arguments = [json.dumps(config.to_dict()), str(batch), str(length), what, policy]
         before, after, gpu_peak = run_probe("peak-memory", *arguments)
         rows[what] = dict(peak_mib=after / 1024, added_mib=(after - before) / 1024)
@@ -841,7 +841,7 @@ def measure_padding(setting, results):
 def measure_memory(setting, results):
     preset, batch, length = setting.presets[0]
     config = config_of(preset, setting.vocab)
-    return dict(memory=peak_memory(config, batch, length, results["policy"]))
+    return dict(memory=peak_memory(config, batch, length, results["policy"], setting.quick))
 
 
 def measure_training(setting, results):

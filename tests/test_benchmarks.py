@@ -9,25 +9,32 @@ import pytest
 from benchmarks import bench, report
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-HEADINGS = (
-    "## Training step",
-    "## Keras backends",
-    "## Decoding",
-    "## Exported SavedModel",
-    "## Served path",
-    "## Where the SavedModel's time goes",
-    "## Padding efficiency",
-    "## Peak resident host memory",
-)
+# The report's sections of each group of parts the tiny run measures (two groups, two tests
+# that pytest's workers run side by side).
+HEADINGS = {
+    ("training", "decoding", "padding", "memory"): (
+        "## Training step",
+        "## Keras backends",
+        "## Decoding",
+        "## Padding efficiency",
+        "## Peak resident host memory",
+    ),
+    ("exports",): (
+        "## Exported SavedModel",
+        "## Served path",
+        "## Where the SavedModel's time goes",
+    ),
+}
+ALL_HEADINGS = [heading for headings in HEADINGS.values() for heading in headings]
 
 # A commit of this repository whose library has no relu_dropout.
 OLD_LIBRARY = "d3ad441006d7079812637dae16b27d91fd4ceb3e"
 
 
-def assert_report(text):
-    """Every section is there, and every line of prose is whole sentences (a paragraph is one
-    line): it ends as a sentence does, not in the middle of one."""
-    for heading in HEADINGS:
+def assert_report(text, headings):
+    """Every section of `headings` is there, and every line of prose is whole sentences (a
+    paragraph is one line): it ends as a sentence does, not in the middle of one."""
+    for heading in headings:
         assert heading in text
     for line in text.splitlines():
         if line.startswith(("## ", "### ")):
@@ -36,14 +43,19 @@ def assert_report(text):
             assert line.endswith("."), line
 
 
-@pytest.mark.slow
-def test_benchmark_runs_on_a_tiny_setting(tmp_path):
-    """Every part on the tiny setting; the served path's "SavedModel before" is the model
-    exported by the committed library (git archive HEAD, a fresh process run from it)."""
+def run_tiny(tmp_path, parts, *extra):
+    """`bench --quick --parts PARTS EXTRA`: its report, checked (`assert_report`), and results."""
     output = tmp_path / "results.md"
-    bench.main(["--quick", "--before-code", "HEAD", "--output", str(output)])
-    assert_report(output.read_text())
-    results = json.loads((tmp_path / "results.json").read_text())
+    bench.main(["--quick", "--parts", *parts, *extra, "--output", str(output)])
+    text = output.read_text()
+    assert_report(text, HEADINGS[parts])
+    return text, json.loads((tmp_path / "results.json").read_text())
+
+
+@pytest.mark.slow
+def test_the_training_decoding_and_memory_parts_run_on_a_tiny_setting(tmp_path):
+    """The training step against the peer, the backends, decoding, padding and memory."""
+    _, results = run_tiny(tmp_path, ("training", "decoding", "padding", "memory"))
     (training,) = results["training"]
     assert set(training["rows"]) == {"keras-transformer", "KerasHub layers"}
     for row in training["rows"].values():
@@ -62,6 +74,16 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
         ),
         ("greedy, full recomputation", False),
     }
+    assert results["padding_efficiency"]["True"] > results["padding_efficiency"]["False"]
+    assert list(results["memory"]) == ["training"]  # --quick: no decoding row
+    assert results["memory"]["training"]["peak_mib"] > 0
+
+
+@pytest.mark.slow
+def test_the_exports_run_on_a_tiny_setting(tmp_path):
+    """The exported SavedModel and the served path; its "SavedModel before" is the model
+    exported by the committed library (git archive HEAD, a fresh process run from it)."""
+    text, results = run_tiny(tmp_path, ("exports",), "--before-code", "HEAD")
     saved = results["saved_model"]  # the exported model against XLA, same source ids
     assert {(row["search"], row["intra_op_threads"]) for row in saved} == {
         (search, 0) for search in ("greedy", "beam 4")
@@ -88,7 +110,6 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
         if row["engine"].startswith("SavedModel"):  # XLA's, and HEAD's export of the weights
             assert row["same"] == 32, row
     assert results["served_before"].startswith(bench.git_commit("HEAD")[:10])
-    text = output.read_text()
     assert "SavedModel before: the same model" in text
     assert "### Decoder steps per sentence (our stopping rule and CTranslate2's)" in text
     steps = results["decoder_steps"]
@@ -103,8 +124,6 @@ def test_benchmark_runs_on_a_tiny_setting(tmp_path):
         assert profile["batch"] == batch and profile["steps"] > 0
         assert profile["search"] == "beam 4, alpha 1.2"
         assert profile["ops"]["Exp"] > 0 and 0 < profile["outside_loop"]
-    assert results["padding_efficiency"]["True"] > results["padding_efficiency"]["False"]
-    assert results["memory"]["training"]["peak_mib"] > 0
 
 
 def test_a_before_code_this_clone_lacks_is_a_usage_error(capsys):
@@ -232,7 +251,7 @@ def test_report_renders_the_committed_results_without_measuring(tmp_path, capsys
     report.main(["--results", str(ROOT / "benchmarks/results.json"), "--output", str(output)])
     text = output.read_text(encoding="utf-8")
     assert text == (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
-    assert_report(text)
+    assert_report(text, ALL_HEADINGS)
     assert "`python -m benchmarks.bench` on " in text  # make bench's command, all parts
     header = next(line for line in text.splitlines() if "| engine | TensorFlow |" in line)
     assert "| batch 64 ms/sentence | batch 8 ms/sentence | batch 1 ms/sentence |" in header
@@ -271,7 +290,7 @@ def test_report_adds_an_earlier_runs_figures(tmp_path, monkeypatch):
         ["--results", "benchmarks/results.json", "--before", earlier, "--output", str(output)]
     )
     text = output.read_text(encoding="utf-8")
-    assert_report(text)
+    assert_report(text, ALL_HEADINGS)
     assert "| before: ms/sentence | speed-up |" in text
     assert f"Before: the same rows in `{earlier}` (run 2026-11-24," in text
 

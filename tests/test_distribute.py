@@ -10,17 +10,24 @@ import pytest
 
 TESTS = pathlib.Path(__file__).resolve().parent
 
-# Logical devices must be set before TensorFlow initializes, so this runs in a fresh process.
+# Both cases in one fresh process (one TensorFlow start): logical devices must be set before
+# TensorFlow initializes. argv: the tests' folder, a tokenizer, the pipeline's seeds (JSON).
 SCRIPT = textwrap.dedent(
     """
-    import json, os
+    import json, os, sys
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    sys.path.insert(0, sys.argv[1])
     import keras, numpy as np
+    from conftest import synthetic_pairs
     import keras_transformer as kt
+    from keras_transformer.data import Corpus, make_batches
 
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+    # fit and evaluate: one model's weights, single-device and mirrored
     rng = np.random.default_rng(0)
     source = rng.integers(4, 20, (8, 6)).astype("int32")
     target = rng.integers(4, 20, (8, 5)).astype("int32")
@@ -36,17 +43,31 @@ SCRIPT = textwrap.dedent(
     keras.utils.set_random_seed(0)
     single = compiled()
     weights = single.get_weights()
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     with strategy.scope():
         mirrored = compiled()
     mirrored.set_weights(weights)
-    result = {
+    fit = {
         "replicas": strategy.num_replicas_in_sync,
         "single_loss": single.evaluate(x, target, batch_size=8, verbose=0),
         "mirrored_loss": mirrored.evaluate(x, target, batch_size=8, verbose=0),
         "fit_losses": mirrored.fit(x, target, batch_size=8, epochs=3, verbose=0).history["loss"],
     }
-    print("RESULT " + json.dumps(result))
+
+    # bucketed batches of the data pipeline, one run per seed
+    tokenizer = kt.SubwordTokenizer.load(sys.argv[2])
+    pairs = Corpus(synthetic_pairs(300, seed=2)).dataset()
+    config = kt.TransformerConfig.preset("tiny", vocab_size=tokenizer.vocab_size)
+    pipeline = []
+    for seed in json.loads(sys.argv[3]):
+        batches = make_batches(pairs, tokenizer, tokens_per_batch=1023, max_length=48, repeat=True,
+                               seed=seed, batch_size_multiple=strategy.num_replicas_in_sync)
+        with strategy.scope():
+            model = kt.build_transformer(config)
+            model.compile(optimizer=kt.create_optimizer(config), metrics=[kt.MaskedAccuracy()],
+                          loss=kt.LabelSmoothedCrossEntropy())
+        history = model.fit(batches, steps_per_epoch=4, epochs=2, shuffle=False, verbose=0).history
+        pipeline.append({"loss": history["loss"], "steps": int(model.optimizer.iterations.numpy())})
+    print("RESULT " + json.dumps({"fit": fit, "pipeline": pipeline}))
     """
 )
 
@@ -60,9 +81,16 @@ def run_with_two_cpus(script, *args):
     return json.loads(lines[0][len("RESULT ") :])
 
 
+@pytest.fixture(scope="module")
+def mirrored(tokenizer, tmp_path_factory):
+    """SCRIPT's results: {"fit": ..., "pipeline": [one run per seed 0 and 1]}."""
+    model_file = tokenizer.save(tmp_path_factory.mktemp("mirrored") / "shared.model")
+    return run_with_two_cpus(SCRIPT, TESTS, model_file, json.dumps([0, 1]))
+
+
 @pytest.mark.slow
-def test_fit_and_evaluate_under_mirrored_strategy():
-    result = run_with_two_cpus(SCRIPT)
+def test_fit_and_evaluate_under_mirrored_strategy(mirrored):
+    result = mirrored["fit"]
     assert result["replicas"] == 2
     # Both replicas hold 4 sentences with the same number of real tokens, so the mean of the
     # per-replica token means equals the single-device token mean.
@@ -71,44 +99,12 @@ def test_fit_and_evaluate_under_mirrored_strategy():
     assert all(abs(v) < 100 for v in losses) and losses[-1] < losses[0]
 
 
-PIPELINE_SCRIPT = textwrap.dedent(
-    """
-    import json, os, sys
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    sys.path.insert(0, sys.argv[1])
-    from conftest import synthetic_pairs
-    import keras_transformer as kt
-    from keras_transformer.data import Corpus, make_batches
-
-    tokenizer = kt.SubwordTokenizer.load(sys.argv[2])
-    pairs = Corpus(synthetic_pairs(300, seed=2)).dataset()
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    config = kt.TransformerConfig.preset("tiny", vocab_size=tokenizer.vocab_size)
-    results = []
-    for seed in json.loads(sys.argv[3]):
-        batches = make_batches(pairs, tokenizer, tokens_per_batch=1023, max_length=48, repeat=True,
-                               seed=seed, batch_size_multiple=strategy.num_replicas_in_sync)
-        with strategy.scope():
-            model = kt.build_transformer(config)
-            model.compile(optimizer=kt.create_optimizer(config), metrics=[kt.MaskedAccuracy()],
-                          loss=kt.LabelSmoothedCrossEntropy())
-        history = model.fit(batches, steps_per_epoch=4, epochs=2, shuffle=False, verbose=0).history
-        results.append({"loss": history["loss"], "steps": int(model.optimizer.iterations.numpy())})
-    print("RESULT " + json.dumps(results))
-    """
-)
-
-
 # Without batch_size_multiple these budgets and seeds give a first batch of 31 pairs, which
 # Keras cannot split evenly over two replicas when it builds the model.
 @pytest.mark.slow
-def test_bucketed_batches_train_under_mirrored_strategy(tokenizer, tmp_path):
-    model_file = tokenizer.save(tmp_path / "shared.model")
-    results = run_with_two_cpus(PIPELINE_SCRIPT, TESTS, model_file, json.dumps([0, 1]))
-    assert len(results) == 2  # the seeds 0 and 1, in one process
+def test_bucketed_batches_train_under_mirrored_strategy(mirrored):
+    results = mirrored["pipeline"]
+    assert len(results) == 2  # the seeds 0 and 1
     for result in results:
         assert result["steps"] == 8
         assert all(0 < loss < 100 for loss in result["loss"])
