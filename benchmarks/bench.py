@@ -351,7 +351,7 @@ def served_sentences(quick):
     from keras_transformer.data import ding
 
     if quick:
-        return [source for source, _ in copy_pairs(32, seed=1)], None
+        return [source for source, _ in copy_pairs(16, seed=1)], None
     dataset_dir = ding.prepare(include_phrases=True, verbose=0)
     tests = ding.load("test", dataset_dir).as_numpy_iterator()
     return [source.decode() for source, _ in tests], dataset_dir
