@@ -1,5 +1,6 @@
 import contextlib
 import fcntl
+import json
 import os
 import pathlib
 import shutil
@@ -31,6 +32,33 @@ WITHOUT_TENSORFLOW = {
         [str(ROOT / "tests" / "without_tensorflow"), str(ROOT / "tests"), str(ROOT)]
     )
 }
+
+
+# The first lines of a script that `run_script` runs in a fresh process with two logical CPU
+# devices, which must be set before TensorFlow initializes; the tests' folder is on its path.
+TWO_CPUS = """\
+import json, os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+sys.path.insert(0, sys.argv[1])
+"""
+
+
+def run_script(script, *args, env=None):
+    """`python -c SCRIPT TESTS ARGS` (TESTS: the tests' folder) with `env` over this
+    environment: the JSON of the line it prints as `RESULT {...}`."""
+    completed = subprocess.run(
+        [sys.executable, "-c", script, str(ROOT / "tests"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
+    assert completed.returncode == 0 and lines, completed.stderr[-3000:]
+    return json.loads(lines[0][len("RESULT ") :])
 
 
 def run_python(*args, env=None, timeout=300, status=0, stdin=None, cwd=ROOT, program=None):

@@ -3,30 +3,17 @@ replicas, or from both is the update of one step on the whole batch, with unequa
 under TensorFlow and JAX."""
 
 import contextlib
-import json
-import os
-import pathlib
-import subprocess
-import sys
 import textwrap
 
 import keras
 import numpy as np
 import pytest
+from conftest import TWO_CPUS, run_script
 
 import keras_transformer as kt
 
-TESTS = pathlib.Path(__file__).resolve().parent
-
-# Two logical CPUs must be set before TensorFlow initializes: this runs in a fresh process.
-MIRRORED_SCRIPT = textwrap.dedent(
+MIRRORED_SCRIPT = TWO_CPUS + textwrap.dedent(
     """
-    import json, os, sys
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    sys.path.insert(0, sys.argv[1])
     from test_accumulation import difference, fixed_batches, token_weights, train
 
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
@@ -147,19 +134,6 @@ def difference(weights, others):
     return max(float(np.max(np.abs(a - b))) for a, b in zip(weights, others))
 
 
-def run_script(script, env=None):
-    completed = subprocess.run(
-        [sys.executable, "-c", script, str(TESTS)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, **(env or {})},
-    )
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
-    assert completed.returncode == 0 and lines, completed.stderr[-3000:]
-    return json.loads(lines[0][len("RESULT ") :])
-
-
 @pytest.mark.slow
 def test_accumulated_and_mirrored_updates_equal_one_step_on_the_whole_batch():
     """(a) 2 accumulated micro-batches, (b) MirroredStrategy over two CPUs, (c) both: the same
@@ -180,7 +154,7 @@ def test_accumulation_under_jax_equals_one_step_on_the_whole_batch():
     """JAX's training step (a lax.scan over micro-batches), on batches of 6 pairs in 4
     micro-batches (rows that do not divide): the same update as the whole batch; without token
     weights, the mean of the micro-batches' means."""
-    result = run_script(JAX_SCRIPT, {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"})
+    result = run_script(JAX_SCRIPT, env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"})
     assert result["backend"] == "jax"
     assert result["accumulated"] < 1e-5, result
     assert result["losses"][0] == pytest.approx(result["losses"][1], rel=1e-5)

@@ -8,16 +8,13 @@ import re
 import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
-from test_distribute import run_with_two_cpus
+from conftest import TWO_CPUS, run_script
 
 from keras_transformer import compat
 
-SYMBOLIC_BUILD_SCRIPT = """
-import json, os
-os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-import tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+SYMBOLIC_BUILD_SCRIPT = (
+    TWO_CPUS
+    + """
 import keras, numpy as np
 
 class Recorder(keras.Model):
@@ -37,12 +34,13 @@ batches = tf.data.Dataset.from_tensor_slices((data, data % 5)).batch(4)
 model.fit(batches, epochs=1, verbose=0)
 print("RESULT " + json.dumps(model.seen))
 """
+)
 
 
 def test_keras_still_builds_the_model_from_a_mean_reduced_batch_under_a_strategy():
     """What `TensorFlowTrainerFixes._maybe_symbolic_build` works around: Keras's TensorFlow trainer
     builds from a batch averaged across replicas, so int32 ids arrive as floats."""
-    seen = run_with_two_cpus(SYMBOLIC_BUILD_SCRIPT)
+    seen = run_script(SYMBOLIC_BUILD_SCRIPT)
     assert seen[0] != "int32", (
         "Keras now builds a model under a strategy from the batch's own int32 ids: "
         "compat.TensorFlowTrainerFixes._maybe_symbolic_build may no longer be needed"

@@ -1,25 +1,15 @@
 """model.fit under tf.distribute.MirroredStrategy over two logical CPU devices."""
 
 import json
-import pathlib
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from conftest import TWO_CPUS, run_script
 
-TESTS = pathlib.Path(__file__).resolve().parent
-
-# Both cases in one fresh process (one TensorFlow start): logical devices must be set before
-# TensorFlow initializes. argv: the tests' folder, a tokenizer, the pipeline's seeds (JSON).
-SCRIPT = textwrap.dedent(
+# Both cases in one fresh process (one TensorFlow start). argv: the tests' folder, a tokenizer,
+# the pipeline's seeds (JSON).
+SCRIPT = TWO_CPUS + textwrap.dedent(
     """
-    import json, os, sys
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    sys.path.insert(0, sys.argv[1])
     import keras, numpy as np
     from conftest import synthetic_pairs
     import keras_transformer as kt
@@ -72,20 +62,11 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def run_with_two_cpus(script, *args):
-    completed = subprocess.run(
-        [sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=300
-    )
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
-    assert completed.returncode == 0 and lines, completed.stderr[-3000:]
-    return json.loads(lines[0][len("RESULT ") :])
-
-
 @pytest.fixture(scope="module")
 def mirrored(tokenizer, tmp_path_factory):
     """SCRIPT's results: {"fit": ..., "pipeline": [one run per seed 0 and 1]}."""
     model_file = tokenizer.save(tmp_path_factory.mktemp("mirrored") / "shared.model")
-    return run_with_two_cpus(SCRIPT, TESTS, model_file, json.dumps([0, 1]))
+    return run_script(SCRIPT, model_file, json.dumps([0, 1]))
 
 
 @pytest.mark.slow

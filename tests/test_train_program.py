@@ -659,7 +659,6 @@ def test_run_cut_by_max_minutes_is_backed_up_and_trains_on_from_that_step(
     from keras_transformer_cli.checkpoints import checkpoint_path
     from training import callbacks
 
-    without_scoring_and_export(monkeypatch)
     out = tmp_path / "run"
     args = tiny_run(
         number_data,
@@ -677,6 +676,7 @@ def test_run_cut_by_max_minutes_is_backed_up_and_trains_on_from_that_step(
         "--max-minutes",
         "5",
     )
+    without_scoring_and_export(monkeypatch)
     monkeypatch.setattr(callbacks, "time", SteppingClock())  # 300 s pass at the 31st step's check
     train.main(args)
     printed = capsys.readouterr()
