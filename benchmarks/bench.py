@@ -334,6 +334,8 @@ def demo_size():
     return plan.model.preset, {**shape, "max_length": 128}, vocabulary
 
 
+# --quick's served path: how many sentences to copy it translates.
+QUICK_SENTENCES = 16
 COPY_WORDS = "der die das ein kleiner Test ist nicht mehr und heute Haus sehr alt".split()
 
 
@@ -351,7 +353,7 @@ def served_sentences(quick):
     from keras_transformer.data import ding
 
     if quick:
-        return [source for source, _ in copy_pairs(16, seed=1)], None
+        return [source for source, _ in copy_pairs(QUICK_SENTENCES, seed=1)], None
     dataset_dir = ding.prepare(include_phrases=True, verbose=0)
     tests = ding.load("test", dataset_dir).as_numpy_iterator()
     return [source.decode() for source, _ in tests], dataset_dir

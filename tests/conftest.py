@@ -47,17 +47,11 @@ sys.path.insert(0, sys.argv[1])
 
 
 def run_script(script, *args, env=None):
-    """`python -c SCRIPT TESTS ARGS` (TESTS: the tests' folder) with `env` over this
-    environment: the JSON of the line it prints as `RESULT {...}`."""
-    completed = subprocess.run(
-        [sys.executable, "-c", script, str(ROOT / "tests"), *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, **(env or {})},
-    )
+    """`python -c SCRIPT TESTS ARGS` (TESTS: the tests' folder) with `env` (as `run_python`):
+    the JSON of the line it prints as `RESULT {...}`."""
+    completed = run_python("-c", script, ROOT / "tests", *args, env=env, timeout=600)
     lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
-    assert completed.returncode == 0 and lines, completed.stderr[-3000:]
+    assert lines, completed.stderr[-3000:]
     return json.loads(lines[0][len("RESULT ") :])
 
 

@@ -106,9 +106,9 @@ def test_the_exports_run_on_a_tiny_setting(tmp_path):
     ]
     for row in served:
         assert list(row["ms"]) == ["64", "8", "1"] and all(ms > 0 for ms in row["ms"].values())
-        assert 0 <= row["same"] <= 16  # --quick's 16 sentences
+        assert 0 <= row["same"] <= bench.QUICK_SENTENCES
         if row["engine"].startswith("SavedModel"):  # XLA's, and HEAD's export of the weights
-            assert row["same"] == 16, row
+            assert row["same"] == bench.QUICK_SENTENCES, row
     assert results["served_before"].startswith(bench.git_commit("HEAD")[:10])
     assert "SavedModel before: the same model" in text
     assert "### Decoder steps per sentence (our stopping rule and CTranslate2's)" in text
@@ -118,7 +118,7 @@ def test_the_exports_run_on_a_tiny_setting(tmp_path):
         assert list(rules) == (["exact"] if search == "greedy" else ["exact", "top beam"])
         for figures in rules.values():  # one call: the batch's steps, at most max_length 32
             assert 1 <= figures["per_sentence"] <= figures["per_batch_row"] <= 32
-        assert rules["exact"]["same"] == 16
+        assert rules["exact"]["same"] == bench.QUICK_SENTENCES
     for batch, key in ((64, "step_profile"), (1, "step_profile_batch1")):
         profile = results[key]
         assert profile["batch"] == batch and profile["steps"] > 0
@@ -192,7 +192,8 @@ def test_a_given_served_model_is_loaded_with_its_tokenizer(number_translator, tm
     )
     assert loaded.config == model.config and path == tmp_path / "tokenizer.model"
     assert loaded_tokenizer.vocab_size == tokenizer.vocab_size
-    assert sentences == bench.served_sentences(quick=True)[0] and len(sentences) == 16
+    assert sentences == bench.served_sentences(quick=True)[0]
+    assert len(sentences) == bench.QUICK_SENTENCES
 
 
 def test_decoder_steps_add_up_per_sentence_and_ctranslate2s_stop_ends_sooner(
