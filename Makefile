@@ -15,21 +15,22 @@ $(INSTALLED): setup.cfg pyproject.toml
 	$(BIN)/pip install --quiet -e ".[tensorflow,dev]"
 	touch $@
 
-# Two pytest processes (pytest-xdist): on 2 cores the suite takes about 2/3 of the time of one;
-# worksteal hands the tests of a busy worker to an idle one, so one long test does not end alone.
+# Two pytest processes (pytest-xdist): on 2 cores the suite takes about 2/3 of the time of one.
+# tests/conftest.py puts the slow tests first and load scheduling hands each worker the next test
+# when it is free: the workers start on the long tests and end together on quick ones.
 PYTEST_WORKERS ?= 2
 
 test: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load $(PYTEST_ARGS)
 
 # The tests not marked slow (those that train a model or start processes): a few minutes, for
 # every edit; `make test` runs them all.
 test-quick: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load -m "not slow" $(PYTEST_ARGS)
 
 # The embedded German-English corpus (Debian's trans-de-en, GPL-2+), fetched and prepared once
 # into ~/.cache/keras_transformer (or $$KERAS_TRANSFORMER_CACHE); never into the repository.

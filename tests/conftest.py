@@ -15,6 +15,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 
+def pytest_collection_modifyitems(items):
+    """The slow tests first (a stable sort): the workers of `make test` (pytest-xdist's load
+    scheduling) start on the long tests and end together on quick ones."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
 def _seed_and_policy():
     """Every test starts from the same seed and the float32 policy."""
