@@ -440,8 +440,6 @@ TF_SETTINGS = {
     },
 }
 SERVED_BATCHES = (64, 8, 1)
-# --quick's: the largest and the smallest.
-QUICK_SERVED_BATCHES = (64, 1)
 
 
 def export_before(directory, model, tokenizer_path, commit):
@@ -553,8 +551,7 @@ def served_path(directory, steps, size, setting):
     for name in setting.tf_settings:
         first = not results  # measures the engine's overhead and profiles the SavedModel
         profile = "profile" if first else "no-profile"
-        batches = QUICK_SERVED_BATCHES if quick else SERVED_BATCHES
-        arguments = (directory, sentences_file, rounds, profile, *batches)
+        arguments = (directory, sentences_file, rounds, profile, *SERVED_BATCHES)
         answers = run_probe("served-path", *arguments, env=TF_SETTINGS[name])
         overhead = answers.pop("overhead")
         if first:
