@@ -334,15 +334,18 @@ def demo_size():
     return plan.model.preset, {**shape, "max_length": 128}, vocabulary
 
 
-# --quick's served path: how many sentences to copy it translates.
-QUICK_SENTENCES = 16
+# --quick's served path: how many sentences to copy it translates, and their most words. A batch
+# of 8 at most, of short sentences: its batches of 64, 8 and 1 are then two shapes, which the XLA
+# export compiles once each (it pads a source to a multiple of 16 tokens).
+QUICK_SENTENCES, QUICK_WORDS = 8, 3
 COPY_WORDS = "der die das ein kleiner Test ist nicht mehr und heute Haus sehr alt".split()
 
 
-def copy_pairs(count, seed):
-    """A task a model learns in a few hundred steps: copying sentences of 2 to 6 words."""
+def copy_pairs(count, seed, words=6):
+    """A task a model learns in a few hundred steps: copying sentences of 2 to `words` words."""
     rng = np.random.default_rng(seed)
-    sentences = [" ".join(rng.choice(COPY_WORDS, rng.integers(2, 7))) for _ in range(count)]
+    lengths = (rng.integers(2, words + 1) for _ in range(count))
+    sentences = [" ".join(rng.choice(COPY_WORDS, n)) for n in lengths]
     return [(sentence, sentence) for sentence in sentences]
 
 
@@ -353,7 +356,8 @@ def served_sentences(quick):
     from keras_transformer.data import ding
 
     if quick:
-        return [source for source, _ in copy_pairs(QUICK_SENTENCES, seed=1)], None
+        pairs = copy_pairs(QUICK_SENTENCES, seed=1, words=QUICK_WORDS)
+        return [source for source, _ in pairs], None
     dataset_dir = ding.prepare(include_phrases=True, verbose=0)
     tests = ding.load("test", dataset_dir).as_numpy_iterator()
     return [source.decode() for source, _ in tests], dataset_dir
@@ -772,10 +776,15 @@ def described_commit(commit):
     return f"{commit[:10]} ({subject})"
 
 
-def config_of(preset, vocab):
+def config_of(setting, preset):
+    """`preset` without dropout, at the run's vocabulary and max_length 128; with --quick, one
+    layer: the same steps and processes at a smaller cost."""
     import keras_transformer as kt
 
-    return kt.TransformerConfig.preset(preset, vocab_size=vocab, dropout=0.0, max_length=128)
+    layers = {"num_layers": 1} if setting.quick else {}
+    return kt.TransformerConfig.preset(
+        preset, vocab_size=setting.vocab, dropout=0.0, max_length=128, **layers
+    )
 
 
 def setup_tensorflow(bf16):
@@ -842,7 +851,7 @@ def measure_padding(setting, results):
 
 def measure_memory(setting, results):
     preset, batch, length = setting.presets[0]
-    config = config_of(preset, setting.vocab)
+    config = config_of(setting, preset)
     return dict(memory=peak_memory(config, batch, length, results["policy"], setting.quick))
 
 
@@ -855,7 +864,7 @@ def measure_training(setting, results):
             shape=f"{batch} x {length}",
             xla=jit_compile,
             rows=training_throughput(
-                config_of(preset, setting.vocab),
+                config_of(setting, preset),
                 batch,
                 length,
                 setting.repeats,
@@ -869,7 +878,7 @@ def measure_training(setting, results):
     rounds = 1 if setting.quick else 2
     backends = []
     for preset, batch, length in setting.presets:
-        config = config_of(preset, setting.vocab)
+        config = config_of(setting, preset)
         rows = backend_throughput(config, batch, length, setting.repeats, rounds)
         if rows is None:
             return dict(training=training, backends=None)
@@ -881,7 +890,7 @@ def measure_decoding(setting, results):
     """Decoding at batch 1 and 32 (--quick: batch 1), on the first preset."""
     preset = setting.presets[0][0]
     length = 8 if setting.quick else 64
-    config = config_of(preset, setting.vocab)
+    config = config_of(setting, preset)
     decoding = [
         dict(batch=batch, **decoding_speed(config, batch, length, setting.repeats))
         for batch in ((1,) if setting.quick else (1, 32))
@@ -891,7 +900,7 @@ def measure_decoding(setting, results):
 
 def measure_exports(setting, results):
     """The exported SavedModel against XLA, then the served path against CTranslate2."""
-    config = config_of(setting.presets[0][0], setting.vocab)
+    config = config_of(setting, setting.presets[0][0])
     calls = 5 if setting.quick else 20
     steps = 10 if setting.quick else 1000
     with tempfile.TemporaryDirectory() as directory:

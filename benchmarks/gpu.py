@@ -5,7 +5,8 @@ without TensorFlow can run. Writes benchmarks/GPU.md and GPU.json.
     python -m benchmarks.gpu --data build/gpu-bundle/ding          # on the GPU machine
     python -m benchmarks.gpu --quick --data DIR --output-dir DIR   # tiny sizes on a CPU (tests)
 
-Each figure is measured in a fresh process, the things compared in turn:
+Each figure is measured in a fresh process (with --quick, the models in one), the things
+compared in turn:
 - the bf16 matmul rate (8192^3 on a GPU), the ceiling the models are put against;
 - the base and big presets (Table 3) at the paper's batch of about 25,000 target tokens (§5.1),
   ours and the KerasHub-layers peer: target tokens/s, model FLOP/s and their share of the
@@ -47,6 +48,8 @@ QUICK_DEMO_FLAGS = (
     "--preset tiny --set max_length=64 --tokens-per-batch 512 --steps 1000000 "
     "--steps-per-epoch 16 --checkpoint-minutes 0.05 --keep-checkpoints 2 --max-length 16"
 ).split()
+# --quick's XLA: its backend's optimizations off, about half a tiny program's compilation time.
+QUICK_XLA_FLAGS = "--xla_backend_optimization_level=0"
 
 
 def gpu_demo_flags():
@@ -88,8 +91,9 @@ def matmul_rate(size, dtype, repeats=10):
 
 def model_rows(preset, models, policy, quick, rate):
     """{preset: {model: row, "ours_over_peer": ratio}}: each of `models` (MODELS) trained on
-    TOKENS target tokens a batch (a tiny batch with `quick`), each in its own process, in turn;
-    a model that fails (out of memory, say) has its error for a row."""
+    TOKENS target tokens a batch (a tiny batch with `quick`), each in its own process (with
+    `quick`, all in one), in turn; a model that fails (out of memory, say) has its error for a
+    row."""
     import numpy as np
 
     import keras_transformer as kt
@@ -98,13 +102,18 @@ def model_rows(preset, models, policy, quick, rate):
     config = kt.TransformerConfig.preset(preset, vocab_size=37000 if not quick else 500)
     batch, length = (TOKENS // LENGTH, LENGTH) if not quick else (8, 16)
     steps, repeats = (20, 3) if not quick else (2, 2)
+    arguments = {
+        name: [json.dumps(config.to_dict()), batch, length, steps, repeats, name, policy]
+        for name in models
+    }
+    if quick:  # one process start for all
+        several = [["model-throughput", *map(str, given)] for given in arguments.values()]
+        answers, stderr = probe("several", json.dumps(several))
+        measured = {name: (answer, stderr) for name, answer in zip(models, answers)}
     rows = {}
-    for name in models:
+    for name, given in arguments.items():
         try:
-            answer, stderr = probe(
-                "model-throughput", json.dumps(config.to_dict()), batch, length, steps, repeats,
-                name, policy,
-            )  # fmt: skip
+            answer, stderr = measured[name] if quick else probe("model-throughput", *given)
         except (RuntimeError, subprocess.TimeoutExpired) as error:
             rows[name] = {"error": " ".join(str(error).split())[-1000:]}
             continue
@@ -322,6 +331,8 @@ def main(argv=None):
     # the demo run start beside this one, and the peak memory measured is the model's own.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     args = flags.parse(build_parser(), argv)
+    if args.quick:  # tiny programs compile in half the time; the processes started inherit it
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {QUICK_XLA_FLAGS}".strip()
     import keras
 
     if keras.backend.backend() != "jax":

@@ -65,6 +65,9 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
         "library" (kt.LabelSmoothedCrossEntropy, whose gradient under TensorFlow is written
         out, and kt.MaskedAccuracy) and "differentiated" (the code before: the loss's formula
         differentiated by TensorFlow, and MaskedAccuracy by Keras's argmax)
+    several PROBES_JSON
+        [the answer of each probe of PROBES_JSON ([[KIND, ARGUMENT...], ...])]: the probes in
+        turn in one process (benchmarks.gpu's --quick: its models, one process start)
     loss-share CONFIG_JSON BATCH LENGTH REPEATS POLICY
         {"device": ..., "ms": {loss: median ms}, "share": {loss: its share of the step}} of a
         jitted jax.value_and_grad training step (KERAS_BACKEND=jax; forward and backward, no
@@ -739,6 +742,11 @@ def export_caches(model_path, tokenizer_path, output_dir):
     return {"exported": exported}
 
 
+def several(probes_json):
+    """The answers of the probes [[KIND, ARGUMENT...], ...], in turn in this process."""
+    return [PROBES[kind](*arguments) for kind, *arguments in json.loads(probes_json)]
+
+
 OP_EVENT = re.compile(r"([\w./-]+):(\w+)")
 NORMALISER = "ReduceLogSumExp/"
 PROBES = {
@@ -751,6 +759,7 @@ PROBES = {
     "saved-model": saved_model,
     "saved-models": saved_models,
     "served-path": served_path,
+    "several": several,
     "step-profile": step_profile,
     "training-step": training_step,
 }

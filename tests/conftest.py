@@ -39,6 +39,11 @@ WITHOUT_TENSORFLOW = {
     )
 }
 
+# JAX on the CPU, XLA's backend optimizations off: the tests' tiny programs compile in about half
+# the time, and what a test compares runs under the same flags.
+FAST_XLA_FLAGS = "--xla_backend_optimization_level=0"
+JAX_CPU = {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "XLA_FLAGS": FAST_XLA_FLAGS}
+
 
 # The first lines of a script that `run_script` runs in a fresh process with two logical CPU
 # devices, which must be set before TensorFlow initializes; the tests' folder is on its path.

@@ -8,7 +8,7 @@ import textwrap
 import keras
 import numpy as np
 import pytest
-from conftest import TWO_CPUS, run_script
+from conftest import JAX_CPU, TWO_CPUS, run_script
 
 import keras_transformer as kt
 
@@ -154,7 +154,7 @@ def test_accumulation_under_jax_equals_one_step_on_the_whole_batch():
     """JAX's training step (a lax.scan over micro-batches), on batches of 6 pairs in 4
     micro-batches (rows that do not divide): the same update as the whole batch; without token
     weights, the mean of the micro-batches' means."""
-    result = run_script(JAX_SCRIPT, env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"})
+    result = run_script(JAX_SCRIPT, env=JAX_CPU)
     assert result["backend"] == "jax"
     assert result["accumulated"] < 1e-5, result
     assert result["losses"][0] == pytest.approx(result["losses"][1], rel=1e-5)

@@ -13,7 +13,14 @@ import shutil
 import keras
 import numpy as np
 import pytest
-from conftest import WITHOUT_TENSORFLOW, run_python, tiny_flags, write_number_data
+from conftest import (
+    FAST_XLA_FLAGS,
+    JAX_CPU,
+    WITHOUT_TENSORFLOW,
+    run_python,
+    tiny_flags,
+    write_number_data,
+)
 
 import keras_transformer as kt
 from keras_transformer.data import binarized, make_batches, read_tsv
@@ -23,9 +30,8 @@ from training import binarize, train
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 JAX_ON_TWO_CPUS = {
-    "KERAS_BACKEND": "jax",
-    "JAX_PLATFORMS": "cpu",
-    "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+    **JAX_CPU,
+    "XLA_FLAGS": f"{FAST_XLA_FLAGS} --xla_force_host_platform_device_count=2",
 }
 
 
@@ -302,14 +308,19 @@ def test_a_jax_run_without_tensorflow_trains_resumes_and_tensorflow_scores_it(
         data, out, "--steps-per-epoch", "10", "--checkpoint-every", "10", max_length=16
     )
     command = {"program": tensorflow_free / "kt-train", "cwd": tmp_path, "timeout": 600}
-    env = {**JAX_ON_TWO_CPUS, "PYTHONPATH": None}
-    first = run_python(*args, "--steps", "20", env=env, **command)
+    # the resume finds the first run's training steps compiled in JAX's cache
+    cache = {
+        "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax"),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.2",
+    }
+    env = {**JAX_ON_TWO_CPUS, **cache, "PYTHONPATH": None}
+    first = run_python(*args, "--steps", "10", env=env, **command)
     assert "Keras backend jax, DataParallel over 2 devices, 2 steps per execution" in first.stderr
     assert "training is followed by the validation loss only" in first.stderr
     assert (out / "model.keras").is_file() and (out / "logs" / "validation").is_dir()
-    resumed = run_python(*args, "--steps", "40", env=env, **command)
-    assert f"resumed from the backup in {out / 'backup'} at step 20" in resumed.stderr
-    assert "training stopped at step 40" in resumed.stderr
+    resumed = run_python(*args, "--steps", "30", env=env, **command)
+    assert f"resumed from the backup in {out / 'backup'} at step 10" in resumed.stderr
+    assert "training stopped at step 30" in resumed.stderr
     losses = [float(x) for x in re.findall(r"val_loss: ([0-9.]+)", resumed.stdout)]
     assert len(losses) == 2 and losses[-1] < losses[0]
 
@@ -404,7 +415,7 @@ def test_the_gpu_benchmark_runs_without_tensorflow_at_a_tiny_size(data, tmp_path
     out = tmp_path / "gpu"
     completed = run_python(
         "-m", "benchmarks.gpu", "--quick", "--data", data, "--output-dir", out,
-        "--demo-minutes", "0.1", env={"KERAS_BACKEND": "jax", **WITHOUT_TENSORFLOW}, timeout=600,
+        "--demo-minutes", "0.01", env={"KERAS_BACKEND": "jax", **WITHOUT_TENSORFLOW}, timeout=600,
     )  # fmt: skip
     assert "tensorflow imported: False" in completed.stderr
     results = json.loads((out / "GPU.json").read_text())

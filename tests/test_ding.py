@@ -2,17 +2,12 @@
 
 import json
 import os
-import pathlib
 import stat
-import subprocess
-import sys
 
 import pytest
 from conftest import run_python
 
 from keras_transformer.data import CorpusError, debian, ding
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 FIXTURE = """\
 # Version :: devel 2023-01-30
@@ -389,17 +384,19 @@ def test_prepare_stores_a_tfds_dataset_once(ding_file, tmp_path):
 
 
 @pytest.mark.slow
-def test_command_line(ding_file, tmp_path):
-    help_text = subprocess.run(
-        [sys.executable, "-m", "training.prepare_ding", "--help"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    ).stdout
+def test_command_line(ding_file, tmp_path, capsys):
+    """The program run as one (a fresh process); its help and a missing file in this one."""
+    from training import prepare_ding
+
+    with pytest.raises(SystemExit) as exit_info:
+        prepare_ding.main(["--help"])
+    help_text = capsys.readouterr().out
+    assert exit_info.value.code == 0
     assert "--data-dir" in help_text and "--phrases" in help_text and "--ding-file" in help_text
     program = ["-m", "training.prepare_ding"]
     completed = run_python(*program, "--ding-file", ding_file, "--data-dir", tmp_path / "cache")
     assert "11 pairs kept" in completed.stdout and "dataset written to" in completed.stdout
-    absent = ["--ding-file", tmp_path / "absent", "--data-dir", tmp_path / "other"]
-    failed = run_python(*program, *absent, status=1)
-    assert "absent: no such file" in failed.stderr
+    with pytest.raises(SystemExit) as exit_info:
+        prepare_ding.main(["--ding-file", str(tmp_path / "absent"), "--data-dir", str(tmp_path)])
+    assert exit_info.value.code == 1
+    assert "absent: no such file" in capsys.readouterr().err

@@ -17,7 +17,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from conftest import number_pairs, run_python, tiny_flags, write_number_data
+from conftest import JAX_CPU, number_pairs, run_python, tiny_flags, write_number_data
 from tensorboard.backend.event_processing import event_accumulator
 
 from training import train
@@ -204,7 +204,7 @@ def test_trained_under_jax_from_text_data(number_data, tmp_path):
     tests/test_binarized.py runs after a run without TensorFlow)."""
     out = tmp_path / "run"
     steps = ["--steps", "40", "--steps-per-epoch", "20", "--checkpoint-every", "10"]
-    trained = run_program(tiny_run(number_data, out, *steps), env={"KERAS_BACKEND": "jax"})
+    trained = run_program(tiny_run(number_data, out, *steps), env=JAX_CPU)
     assert "Keras backend jax" in trained.stderr and "XLA on" in trained.stderr
     assert "2 steps per execution" in trained.stderr  # the largest of 16, 8, 4, 2 dividing 10
     assert "--bleu-sentences: translating needs the TensorFlow backend" in trained.stderr

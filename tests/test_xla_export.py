@@ -93,18 +93,18 @@ def test_the_xla_export_translates_as_the_graph_export(exports):
     assert kt.load_translator(xla_dir.parent).description == f"SavedModel {xla_dir}, XLA"
 
 
-# What tensorflow_model_server's main() does without --xla_cpu_compilation_enabled=true
-# (tensorflow::DisableXlaCompilation, called through its C++ symbol), then the export's warm-up
-# requests, which the server replays on load: a failed one fails the version's load.
-WITHOUT_XLA = textwrap.dedent(
+# In one fresh process: the ops of the export argv[1] (OP_SCRIPT); then what
+# tensorflow_model_server's main() does without --xla_cpu_compilation_enabled=true
+# (tensorflow::DisableXlaCompilation, called through its C++ symbol), and the warm-up requests
+# of the exports argv[2:], which the server replays on load: a failed one fails the version's load.
+WITHOUT_XLA = OP_SCRIPT + textwrap.dedent(
     """
-    import ctypes, sys
-    import tensorflow as tf
+    import ctypes
     import tensorflow_text
     from tensorflow_serving.apis import prediction_log_pb2
     library = ctypes.CDLL(tf.sysconfig.get_lib() + "/libtensorflow_cc.so.2")
     getattr(library, "_ZN10tensorflow21DisableXlaCompilationEv")()
-    for version_dir in sys.argv[1:]:
+    for version_dir in sys.argv[2:]:
         signatures = tf.saved_model.load(version_dir).signatures
         warmup = version_dir + "/assets.extra/tf_serving_warmup_requests"
         for record in tf.data.TFRecordDataset(warmup):
@@ -126,10 +126,11 @@ def test_the_xla_export_is_refused_where_xla_compilation_is_disabled(exports):
     graph export; without XLA compilation the graph export answers its warm-up request and the
     XLA export's fails, naming the cause."""
     version_dirs, _ = exports
-    ops = ops_of(run_python("-c", OP_SCRIPT, str(version_dirs["xla"])).stdout)
+    graph, xla = str(version_dirs["graph"]), str(version_dirs["xla"])
+    out = run_python("-c", WITHOUT_XLA, xla, graph, xla).stdout
+    ops = ops_of(out)
     assert set(ops["used"]) == set(ops["core"]) | set(ops["text"])
-    out = run_python("-c", WITHOUT_XLA, str(version_dirs["graph"]), str(version_dirs["xla"])).stdout
-    answered, refused = out.splitlines()
+    answered, refused = [line for line in out.splitlines() if not line.startswith("OPS ")]
     assert answered == "answered"
     assert refused.startswith("refused:") and "XLA compilation disabled" in refused
 
