@@ -9,12 +9,10 @@ PYTEST_ARGS ?=
 
 venv: $(INSTALLED)
 
-# --no-compile: Python compiles a module when it is first imported, rather than pip compiling
-# the thousands that TensorFlow and JAX ship and no program imports.
 $(INSTALLED): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet --no-compile -e ".[tensorflow,dev]"
+	$(BIN)/pip install --quiet -e ".[tensorflow,dev]"
 	touch $@
 
 # Two pytest processes (pytest-xdist): on 2 cores the suite takes about 2/3 of the time of one.
