@@ -106,16 +106,20 @@ def model_rows(preset, models, policy, quick, rate):
         name: [json.dumps(config.to_dict()), batch, length, steps, repeats, name, policy]
         for name in models
     }
-    if quick:  # one process start for all
+    failures = (RuntimeError, subprocess.TimeoutExpired)
+    if quick:  # one process start for all: its failure is every model's
         several = [["model-throughput", *map(str, given)] for given in arguments.values()]
-        answers, stderr = probe("several", json.dumps(several))
+        try:
+            answers, stderr = probe("several", json.dumps(several))
+        except failures as error:
+            return {preset: {name: error_row(error) for name in models}}
         measured = {name: (answer, stderr) for name, answer in zip(models, answers)}
     rows = {}
     for name, given in arguments.items():
         try:
             answer, stderr = measured[name] if quick else probe("model-throughput", *given)
-        except (RuntimeError, subprocess.TimeoutExpired) as error:
-            rows[name] = {"error": " ".join(str(error).split())[-1000:]}
+        except failures as error:
+            rows[name] = error_row(error)
             continue
         seconds = float(np.median(answer["seconds_per_step"]))
         flops = training_flops(config, batch, length, length) / seconds
@@ -137,6 +141,11 @@ def model_rows(preset, models, policy, quick, rate):
     if speed.get("ours") and speed.get("kerashub"):
         rows["ours_over_peer"] = speed["ours"] / speed["kerashub"]
     return {preset: rows}
+
+
+def error_row(error):
+    """A model's row when its probe failed: the end of the error, on one line."""
+    return {"error": " ".join(str(error).split())[-1000:]}
 
 
 MODEL_NAMES = {

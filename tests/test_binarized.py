@@ -415,7 +415,7 @@ def test_the_gpu_benchmark_runs_without_tensorflow_at_a_tiny_size(data, tmp_path
     out = tmp_path / "gpu"
     completed = run_python(
         "-m", "benchmarks.gpu", "--quick", "--data", data, "--output-dir", out,
-        "--demo-minutes", "0.01", env={"KERAS_BACKEND": "jax", **WITHOUT_TENSORFLOW}, timeout=600,
+        "--demo-minutes", "0.1", env={"KERAS_BACKEND": "jax", **WITHOUT_TENSORFLOW}, timeout=600,
     )  # fmt: skip
     assert "tensorflow imported: False" in completed.stderr
     results = json.loads((out / "GPU.json").read_text())
@@ -426,3 +426,18 @@ def test_the_gpu_benchmark_runs_without_tensorflow_at_a_tiny_size(data, tmp_path
     assert pathlib.Path(results["demo"]["model"]).is_file() and results["demo"]["steps"] > 0
     report = (out / "GPU.md").read_text()
     assert "| tiny | ours / peer |" in report and "## The demo's model" in report
+
+
+def test_the_gpu_benchmarks_models_that_share_a_failed_process_each_have_its_error(monkeypatch):
+    """--quick measures the models in one probe process: when it fails, each model's row is its
+    error, and no ratio is made of them."""
+    from benchmarks import gpu
+
+    def failing(kind, *arguments, timeout=900):
+        assert kind == "several" and len(json.loads(arguments[0])) == 2
+        raise RuntimeError("probe several failed: out of\nmemory")
+
+    monkeypatch.setattr(gpu, "probe", failing)
+    rows = gpu.model_rows("tiny", gpu.PEERS, "float32", quick=True, rate=1e12)
+    error = {"error": "probe several failed: out of memory"}
+    assert rows == {"tiny": {name: error for name in gpu.PEERS}}
