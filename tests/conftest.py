@@ -43,6 +43,11 @@ WITHOUT_TENSORFLOW = {
 # the time, and what a test compares runs under the same flags.
 FAST_XLA_FLAGS = "--xla_backend_optimization_level=0"
 JAX_CPU = {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "XLA_FLAGS": FAST_XLA_FLAGS}
+# The same, on two CPU devices.
+JAX_ON_TWO_CPUS = {
+    **JAX_CPU,
+    "XLA_FLAGS": f"{FAST_XLA_FLAGS} --xla_force_host_platform_device_count=2",
+}
 
 
 # The first lines of a script that `run_script` runs in a fresh process with two logical CPU

@@ -14,8 +14,7 @@ import keras
 import numpy as np
 import pytest
 from conftest import (
-    FAST_XLA_FLAGS,
-    JAX_CPU,
+    JAX_ON_TWO_CPUS,
     WITHOUT_TENSORFLOW,
     run_python,
     tiny_flags,
@@ -29,10 +28,6 @@ from keras_transformer.data.buckets import static_boundaries
 from training import binarize, train
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-JAX_ON_TWO_CPUS = {
-    **JAX_CPU,
-    "XLA_FLAGS": f"{FAST_XLA_FLAGS} --xla_force_host_platform_device_count=2",
-}
 
 
 @pytest.fixture(scope="module")

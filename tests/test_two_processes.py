@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import FAST_XLA_FLAGS, JAX_CPU, WITHOUT_TENSORFLOW
+from conftest import JAX_CPU, JAX_ON_TWO_CPUS, WITHOUT_TENSORFLOW
 
 import keras_transformer as kt
 from keras_transformer_cli.checkpoints import checkpoint_path, read_checkpoint
@@ -265,7 +265,7 @@ def test_two_jax_processes_train_as_one_process_and_resume_after_losing_one(bina
         tmp_path / "run",
         tmp_path,
     )
-    two_devices = {**jax, "XLA_FLAGS": f"{FAST_XLA_FLAGS} --xla_force_host_platform_device_count=2"}
+    two_devices = {**jax, **JAX_ON_TWO_CPUS}
     one = Process([*flags, "--run-dir", tmp_path / "one"], two_devices, tmp_path, "one")
     worker_0, worker_1 = cluster.start()
     kill_at_backup({tmp_path / "one": [one], cluster.run_dir: [worker_1, worker_0]})
