@@ -5,12 +5,14 @@ Keras backend named by KERAS_BACKEND and writes the logits of fixed inputs.
     python tests/backend_child.py load MODEL.keras [--block-tensorflow]
 
 Writes MODEL.keras.<command>.<backend>.npz: the inputs, the logits, the weights (weight_0, ...),
-(train) the epoch losses (EPOCHS 0: the model as initialised), whether tensorflow was imported,
-and with --block-tensorflow (every import of tensorflow or tensorflow_text fails, as on a
-machine without them) the errors of the TensorFlow-only names.
+(train) the epoch losses, whether tensorflow was imported, and with --block-tensorflow (every
+import of tensorflow or tensorflow_text fails, as on a machine without them) the errors of the
+TensorFlow-only names. `train` saves the model as initialised too, as MODEL.initial.keras with
+its own MODEL.initial.keras.train.<backend>.npz (no losses).
 """
 
 import os
+import pathlib
 import sys
 
 import blocking
@@ -28,11 +30,15 @@ def fixed_inputs(vocab_size):
     return {"source": source, "target": target}, labels
 
 
+def initial_path(path):
+    """Where `train` saves the model of `path` as initialised."""
+    return pathlib.Path(path).with_suffix(".initial.keras")
+
+
 def main(command, path, *rest):
     if "--block-tensorflow" in rest:
         blocking.install()
     import keras
-    import numpy as np
 
     import keras_transformer as kt
 
@@ -44,22 +50,22 @@ def main(command, path, *rest):
         model = kt.build_transformer(config)
         model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
         inputs, labels = fixed_inputs(config.vocab_size)
+        model.save(initial_path(path))
+        write(initial_path(path), command, model, inputs)
         history = model.fit(
             inputs, labels, batch_size=32, epochs=int(rest[1]), shuffle=False, verbose=0
         )
-        losses = history.history.get("loss", [])
         model.save(path)
         try:  # gradient accumulation is TensorFlow's training step
             model.compile(optimizer="adam", loss=kt.LabelSmoothedCrossEntropy(), accumulate_steps=2)
             accumulation = "accepted"
         except ValueError as error:
             accumulation = str(error)
+        losses = history.history.get("loss", [])  # none at EPOCHS 0
     else:
         model = keras.saving.load_model(path)
         inputs, _ = fixed_inputs(model.config.vocab_size)
         losses, accumulation = [], ""
-    logits = keras.ops.convert_to_numpy(model(inputs))
-    tensorflow_imported = any(name.split(".")[0] == "tensorflow" for name in sys.modules)
     refusals = []
     if "--block-tensorflow" in rest:
         for module, name in [(kt, name) for name in sorted(kt.TENSORFLOW_ONLY)] + [
@@ -69,12 +75,21 @@ def main(command, path, *rest):
                 getattr(module, name)
             except ImportError as error:
                 refusals.append(str(error))
+    write(path, command, model, inputs, losses, refusals, accumulation)
+
+
+def write(path, command, model, inputs, losses=(), refusals=(), accumulation=""):
+    """PATH.COMMAND.BACKEND.npz: the model's inputs, logits and weights, and what else `main`
+    found."""
+    import keras
+    import numpy as np
+
     np.savez(
         f"{path}.{command}.{keras.backend.backend()}.npz",
         **inputs,
-        logits=logits,
+        logits=keras.ops.convert_to_numpy(model(inputs)),
         losses=np.array(losses),
-        tensorflow_imported=tensorflow_imported,
+        tensorflow_imported=any(name.split(".")[0] == "tensorflow" for name in sys.modules),
         refusals=np.array(refusals, dtype=str),
         accumulation=accumulation,
         **{f"weight_{i}": keras.ops.convert_to_numpy(w) for i, w in enumerate(model.weights)},

@@ -1,6 +1,7 @@
 """Keras 3 backends: the layers and the model train under JAX (and PyTorch when installed)
 without TensorFlow, and a .keras file moves between backends with identical logits; a model
-trained under JAX is translated and exported by the TensorFlow side."""
+trained under JAX is translated and exported by the TensorFlow side. A backend other than
+TensorFlow runs tests/backend_child.py in a child process, once a run for all three tests."""
 
 import importlib.util
 import os
@@ -12,6 +13,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from backend_child import initial_path
+from backend_child import main as run_here
+from conftest import made_once, shared_directory
 
 import keras_transformer as kt
 
@@ -26,30 +30,53 @@ TORCH = pytest.param(
 )
 
 
-def run_child(backend, *args):
-    """Runs tests/backend_child.py under `backend` on the CPU; returns what it wrote."""
-    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(ROOT)}
-    env.update(JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="")
-    completed = subprocess.run(
-        [sys.executable, str(CHILD), *map(str, args)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
+def run_under(backend, *args):
+    """tests/backend_child.py ARGS under `backend`: TensorFlow (this process's backend) here,
+    another in a child process on the CPU; returns what it wrote."""
+    if backend == "tensorflow":
+        run_here(*map(str, args))
+    else:
+        env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(ROOT)}
+        env.update(JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="")
+        completed = subprocess.run(
+            [sys.executable, str(CHILD), *map(str, args)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert completed.returncode == 0, completed.stderr[-3000:]
     return np.load(f"{args[1]}.{args[0]}.{backend}.npz")
+
+
+@pytest.fixture(scope="session")
+def trained_without_tensorflow(tokenizer, tmp_path_factory, worker_id):
+    """The tiny model trained 8 epochs on the copy task under a backend, at the shared
+    tokenizer's size, tensorflow unimportable: a function of the backend giving (the path of
+    its model.keras, what the child wrote). One child a backend and run: the first pytest worker
+    to need it trains, the others load what it wrote."""
+    shared = shared_directory(tmp_path_factory, worker_id)
+
+    def trained(backend):
+        path = shared / f"trained-under-{backend}" / "model.keras"
+        with made_once(shared, f"trained-under-{backend}"):
+            if not path.is_file():
+                path.parent.mkdir(exist_ok=True)
+                run_under(backend, "train", path, tokenizer.vocab_size, 8, "--block-tensorflow")
+        return path, np.load(f"{path}.train.{backend}.npz")
+
+    return trained
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", TORCH])
-def test_the_model_trains_without_tensorflow(backend, tmp_path):
-    trained = run_child(backend, "train", tmp_path / "model.keras", 64, 8, "--block-tensorflow")
+def test_the_model_trains_without_tensorflow(backend, trained_without_tensorflow):
+    path, trained = trained_without_tensorflow(backend)
     assert not trained["tensorflow_imported"]
     losses = trained["losses"]
     # Below the entropy of the 12 copied ids: the model copies, it does not just count them.
     assert losses[-1] < np.log(12) < losses[0], losses
-    assert (tmp_path / "model.keras").is_file()
+    assert path.is_file() and initial_path(path).is_file()
     refusals = trained["refusals"].tolist()
     assert len(refusals) == len(kt.TENSORFLOW_ONLY) + 1
     assert all("run on TensorFlow and tensorflow-text" in refusal for refusal in refusals[:-1])
@@ -79,22 +106,29 @@ def assert_same_weights(saved, loaded):
     ids=["jax-to-tensorflow", "tensorflow-to-jax", "torch-to-tensorflow"],
 )
 def test_a_saved_model_moves_between_backends_with_identical_logits(
-    saved_under, loaded_under, tmp_path
+    saved_under, loaded_under, trained_without_tensorflow, tmp_path
 ):
+    """The model as initialised (its logits compared at float32's rounding: trained weights
+    meet kernels that round differently, see the next test)."""
     if saved_under == "torch" and importlib.util.find_spec("torch") is None:
         pytest.skip("PyTorch is optional (a large CPU wheel): tested where it is installed")
-    path = tmp_path / "model.keras"
-    saved = run_child(saved_under, "train", path, 64, 0)  # as initialised
-    loaded = run_child(loaded_under, "load", path)
+    if saved_under == "tensorflow":
+        path = tmp_path / "model.keras"
+        saved = run_under(saved_under, "train", path, 64, 0)
+    else:
+        path = initial_path(trained_without_tensorflow(saved_under)[0])
+        saved = np.load(f"{path}.train.{saved_under}.npz")
+    loaded = run_under(loaded_under, "load", path)
     np.testing.assert_array_equal(saved["source"], loaded["source"])
     assert_same_weights(saved, loaded)
     np.testing.assert_allclose(loaded["logits"], saved["logits"], atol=1e-5, rtol=0)
 
 
 @pytest.mark.slow
-def test_weights_trained_under_jax_are_translated_and_exported_by_tensorflow(tokenizer, tmp_path):
-    path = tmp_path / "model.keras"
-    trained = run_child("jax", "train", path, tokenizer.vocab_size, 8)
+def test_weights_trained_under_jax_are_translated_and_exported_by_tensorflow(
+    tokenizer, trained_without_tensorflow, tmp_path
+):
+    path, trained = trained_without_tensorflow("jax")
     model = keras.saving.load_model(path)
     for i, weight in enumerate(model.weights):
         np.testing.assert_array_equal(weight.numpy(), trained[f"weight_{i}"])
