@@ -48,10 +48,10 @@ def main(command, path, *rest):
             "tiny", vocab_size=int(rest[0]), dropout=0.0, warmup_steps=100
         )
         model = kt.build_transformer(config)
-        model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
         inputs, labels = fixed_inputs(config.vocab_size)
-        model.save(initial_path(path))
+        model.save(initial_path(path))  # before compile: no optimizer to restore
         write(initial_path(path), command, model, inputs)
+        model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
         history = model.fit(
             inputs, labels, batch_size=32, epochs=int(rest[1]), shuffle=False, verbose=0
         )
