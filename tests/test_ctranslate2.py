@@ -10,7 +10,6 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import run_python
 
 import keras_transformer as kt
 from keras_transformer.ctranslate2_translator import CTranslate2Translator
@@ -152,10 +151,6 @@ def test_prefixed_translations_and_scores_agree_with_ours(number_translator, con
         assert ct2.score == pytest.approx(float(score), abs=1e-4)
 
 
-def run(*args):
-    return run_python("-m", *args, env={"TF_CPP_MIN_LOG_LEVEL": "3"})
-
-
 @pytest.mark.slow
 def test_load_translator_opens_a_ctranslate2_folder(number_translator, converted_numbers):
     """`kt.load_translator` on a CTranslate2 folder: §6.1's beam search (4, alpha 0.6), whose
@@ -187,47 +182,34 @@ def test_load_translator_opens_a_ctranslate2_folder(number_translator, converted
 
 
 @pytest.mark.slow
-def test_programs_convert_to_int8_and_translate(number_translator, converted_numbers, tmp_path):
+def test_programs_convert_to_int8_and_translate(
+    number_translator, converted_numbers, tmp_path, capsys
+):
     """`serving.ctranslate2` writes an int8 model from a .keras file (its tokenizer found beside
     it); `training.evaluate` scores it and `serving.translate` (which finds model.bin) translates
     the held-out sentences, in int8 and float32."""
+    from serving import ctranslate2, translate
+    from training import evaluate
+
     _, _, pairs = number_translator
     model_path, float32 = converted_numbers
     out = tmp_path / "int8"
-    printed = run(
-        "serving.ctranslate2",
-        "--model",
-        str(model_path),
-        "--output",
-        str(out),
-        "--quantization",
-        "int8",
-    )
-    assert f"converted {model_path} to {out} (int8)" in printed.stdout
+    ctranslate2.main(["--model", str(model_path), "--output", str(out), "--quantization", "int8"])
+    assert f"converted {model_path} to {out} (int8)" in capsys.readouterr().out
     assert (out / "model.bin").stat().st_size < (float32 / "model.bin").stat().st_size / 2
     (tmp_path / "de.txt").write_text("".join(f"{source}\n" for source, _ in pairs))
     (tmp_path / "en.txt").write_text("".join(f"{target}\n" for _, target in pairs))
-    evaluated = run(
-        "training.evaluate",
-        "--model",
-        str(out),
-        "--source",
-        str(tmp_path / "de.txt"),
-        "--reference",
-        str(tmp_path / "en.txt"),
-        "--output",
-        str(tmp_path / "hyp.txt"),
-    )
-    assert f"CTranslate2 {out} with beam search (beam 4, alpha 0.6)" in evaluated.stderr
-    assert "BLEU = 100.00" in evaluated.stdout
+    evaluate.main([
+        "--model", str(out), "--source", str(tmp_path / "de.txt"),
+        "--reference", str(tmp_path / "en.txt"), "--output", str(tmp_path / "hyp.txt"),
+    ])  # fmt: skip
+    evaluated = capsys.readouterr()
+    assert f"CTranslate2 {out} with beam search (beam 4, alpha 0.6)" in evaluated.err
+    assert "BLEU = 100.00" in evaluated.out
     for directory in (float32, out):
-        translated = run(
-            "serving.translate",
-            "--model",
-            str(directory),
-            *[source for source, _ in pairs],
-        )
-        assert translated.stdout.splitlines() == [target for _, target in pairs], directory
+        translate.main(["--model", str(directory), *[source for source, _ in pairs]])
+        translated = capsys.readouterr().out
+        assert translated.splitlines() == [target for _, target in pairs], directory
 
 
 def test_converter_errors_name_the_field(tokenizer, tmp_path, capsys):
@@ -312,19 +294,23 @@ def test_inputs_longer_than_the_model_holds_are_refused_in_every_engine(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["keras", "saved_model", "ctranslate2"])
-def test_evaluation_translates_long_sources_cut_and_says_which(three_engines, kind, tmp_path):
+def test_evaluation_translates_long_sources_cut_and_says_which(
+    three_engines, kind, tmp_path, capsys
+):
     """A test set's score covers every reference: training.evaluate translates a source
     beyond the model as far as the model holds it, and says so (console and scores.json)."""
+    from training import evaluate
+
     (tmp_path / "src").write_text(f"eins zwei\n{LONG}\n")
     (tmp_path / "ref").write_text(f"one two\n{LONG.replace('eins', 'one')}\n")
     output = tmp_path / "out.txt"
-    completed = run_python(
-        "-m", "training.evaluate", "--model", three_engines[kind], "--source", tmp_path / "src",
-        "--reference", tmp_path / "ref", "--output", output,
+    evaluate.main([
+        "--model", str(three_engines[kind]), "--source", str(tmp_path / "src"),
+        "--reference", str(tmp_path / "ref"), "--output", str(output),
         *([] if kind == "saved_model" else ["--beam-size", "2", "--extra-length", "3"]),
-    )  # fmt: skip
+    ])  # fmt: skip
     assert "1 of 2 sources are longer than the model holds and were translated cut to it: " in (
-        completed.stdout
+        capsys.readouterr().out
     )
     assert json.loads(output.with_name("out.txt.scores.json").read_text())["sources_cut"] == [2]
     assert len(output.read_text().splitlines()) == 2
