@@ -5,7 +5,6 @@ import os
 import stat
 
 import pytest
-from conftest import run_python
 
 from keras_transformer.data import CorpusError, debian, ding
 
@@ -383,9 +382,8 @@ def test_prepare_stores_a_tfds_dataset_once(ding_file, tmp_path):
         ding.load("dev", dataset_dir)
 
 
-@pytest.mark.slow
 def test_command_line(ding_file, tmp_path, capsys):
-    """The program run as one (a fresh process); its help and a missing file in this one."""
+    """The program's help, a run and a missing file (test_console.py runs it as a command)."""
     from training import prepare_ding
 
     with pytest.raises(SystemExit) as exit_info:
@@ -393,9 +391,9 @@ def test_command_line(ding_file, tmp_path, capsys):
     help_text = capsys.readouterr().out
     assert exit_info.value.code == 0
     assert "--data-dir" in help_text and "--phrases" in help_text and "--ding-file" in help_text
-    program = ["-m", "training.prepare_ding"]
-    completed = run_python(*program, "--ding-file", ding_file, "--data-dir", tmp_path / "cache")
-    assert "11 pairs kept" in completed.stdout and "dataset written to" in completed.stdout
+    prepare_ding.main(["--ding-file", str(ding_file), "--data-dir", str(tmp_path / "cache")])
+    printed = capsys.readouterr().out
+    assert "11 pairs kept" in printed and "dataset written to" in printed
     with pytest.raises(SystemExit) as exit_info:
         prepare_ding.main(["--ding-file", str(tmp_path / "absent"), "--data-dir", str(tmp_path)])
     assert exit_info.value.code == 1
