@@ -1,5 +1,6 @@
-"""A child process for tests/test_backends.py: trains, saves or loads the tiny model under the
-Keras backend named by KERAS_BACKEND and writes the logits of fixed inputs.
+"""Trains, saves or loads the tiny model for tests/test_backends.py under the Keras backend
+named by KERAS_BACKEND and writes the logits of fixed inputs: run as a child process, or in
+pytest's process (`main`) for the TensorFlow side.
 
     python tests/backend_child.py train MODEL.keras VOCAB_SIZE EPOCHS [--block-tensorflow]
     python tests/backend_child.py load MODEL.keras [--block-tensorflow]
@@ -48,10 +49,10 @@ def main(command, path, *rest):
             "tiny", vocab_size=int(rest[0]), dropout=0.0, warmup_steps=100
         )
         model = kt.build_transformer(config)
-        inputs, labels = fixed_inputs(config.vocab_size)
-        model.save(initial_path(path))  # before compile: no optimizer to restore
-        write(initial_path(path), command, model, inputs)
         model.compile(optimizer=kt.create_optimizer(config), loss=kt.LabelSmoothedCrossEntropy())
+        inputs, labels = fixed_inputs(config.vocab_size)
+        model.save(initial_path(path))  # compiled: the schedule and the loss travel too
+        write(initial_path(path), command, model, inputs)
         history = model.fit(
             inputs, labels, batch_size=32, epochs=int(rest[1]), shuffle=False, verbose=0
         )
