@@ -1,5 +1,6 @@
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import pathlib
@@ -16,9 +17,39 @@ import pytest  # noqa: E402
 
 
 def pytest_collection_modifyitems(items):
-    """The slow tests first (a stable sort): the workers of `make test` (pytest-xdist's load
-    scheduling) start on the long tests and end together on quick ones."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The longest work first (a stable sort): the modules whose tests one worker runs together
+    (`one_worker_runs`), then the other slow tests, then the quick ones."""
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("slow") is None,
+            not one_worker_runs(item.path.relative_to(ROOT).as_posix()),
+        )
+    )
+
+
+@functools.cache
+def one_worker_runs(module):
+    """Whether one pytest worker runs all the tests of `module` (a path from the repository
+    root): those of a module that defines a fixture of module scope, which it then makes once."""
+    return '@pytest.fixture(scope="module")' in (ROOT / module).read_text()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`make test`'s scheduling (`--dist loadscope --no-loadscope-reorder`): a unit of work is
+    one test, or the tests of a module that `one_worker_runs`; a worker gets the next unit, in
+    the order above, when it has at most two tests left, so the workers start on the long work
+    and end together on quick tests. Other --dist modes are pytest-xdist's own."""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerAModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            module = nodeid.split("::")[0]
+            return module if one_worker_runs(module) else nodeid
+
+    return OneWorkerAModule(config, log)
 
 
 @pytest.fixture(autouse=True)
