@@ -22,15 +22,16 @@ def pytest_collection_modifyitems(items):
     items.sort(
         key=lambda item: (
             item.get_closest_marker("slow") is None,
-            not one_worker_runs(item.path.relative_to(ROOT).as_posix()),
+            not one_worker_runs(item.nodeid.split("::")[0]),
         )
     )
 
 
 @functools.cache
 def one_worker_runs(module):
-    """Whether one pytest worker runs all the tests of `module` (a path from the repository
-    root): those of a module that defines a fixture of module scope, which it then makes once."""
+    """Whether one pytest worker runs all the tests of `module` (its path in a test id, from the
+    repository root): those of a module that defines a fixture of module scope, which it then
+    makes once."""
     return '@pytest.fixture(scope="module")' in (ROOT / module).read_text()
 
 
