@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 venv: $(INSTALLED)
 
 # uv installs the project into the venv pip made (the same packages as `pip install`, downloaded
-# and unpacked in parallel: about a third of pip's time), byte code compiled as pip compiles it.
+# and unpacked in parallel: less than half of pip's time), byte code compiled as pip compiles it.
 $(INSTALLED): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip uv

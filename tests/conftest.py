@@ -17,8 +17,8 @@ import pytest  # noqa: E402
 
 
 def pytest_collection_modifyitems(items):
-    """The longest work first (a stable sort): the modules whose tests one worker runs together
-    (`one_worker_runs`), then the other slow tests, then the quick ones."""
+    """The slow tests first, then the quick ones (a stable sort); in each, the tests of modules
+    that one worker runs together (`one_worker_runs`) before the others."""
     items.sort(
         key=lambda item: (
             item.get_closest_marker("slow") is None,
@@ -49,6 +49,14 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid):
             module = nodeid.split("::")[0]
             return module if one_worker_runs(module) else nodeid
+
+        def remove_node(self, node):
+            """A crashed worker's unfinished units go back to the queue, its finished ones not
+            (a finished unit sent again would run nothing, and its worker would wait)."""
+            work = self.assigned_work[node]
+            for scope in [scope for scope, tests in work.items() if all(tests.values())]:
+                del work[scope]
+            return super().remove_node(node)
 
     return OneWorkerAModule(config, log)
 
