@@ -18,7 +18,7 @@ $(INSTALLED): setup.cfg pyproject.toml
 	touch $@
 
 # Two pytest processes (pytest-xdist): on 2 cores the suite takes about 2/3 of the time of one.
-# tests/conftest.py puts the longest work first and hands each worker the next test, or the next
+# tests/conftest.py puts the slow tests first and hands each worker the next test, or the next
 # module whose tests share a module's fixture, when it is nearly free (--dist loadscope in that
 # order): the workers start on the long work and end together on quick tests.
 PYTEST_WORKERS ?= 2
