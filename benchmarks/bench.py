@@ -546,6 +546,8 @@ def served_path(directory, steps, size, setting):
         shape = "the tiny preset with one layer" if quick else "the demo's shape and vocabulary"
         data = f"a model of {shape} trained {steps} steps on {data}"
     searches = export_served(directory, model, tokenizer, tokenizer_path, setting)
+    split_file = pathlib.Path(directory) / "split.txt"
+    split_file.write_text("\n".join(sentences) + "\n", encoding="utf-8")
     split = len(sentences)
     sentences = sentences[: setting.served_sentences or None]
     sentences_file = pathlib.Path(directory) / "sentences.txt"
@@ -555,7 +557,7 @@ def served_path(directory, steps, size, setting):
     for name in setting.tf_settings:
         first = not results  # measures the engine's overhead and profiles the SavedModel
         profile = "profile" if first else "no-profile"
-        arguments = (directory, sentences_file, rounds, profile, *SERVED_BATCHES)
+        arguments = (directory, sentences_file, split_file, rounds, profile, *SERVED_BATCHES)
         answers = run_probe("served-path", *arguments, env=TF_SETTINGS[name])
         overhead = answers.pop("overhead")
         if first:
@@ -605,23 +607,32 @@ def compare_caches(directory, tokenizer_path, sentences, rounds):
 
 def served_rows(setting, answers, count):
     """Table rows of one served-path probe: per search and engine, ms per sentence at each
-    batch (the best round), and how many translations equal the SavedModel's at batch 64."""
+    batch (the best round), and how many translations equal the SavedModel's at batch 64, of
+    the timed sentences ("same") and, where the probe translated more, of the whole split
+    ("same_split")."""
+    split = answers.pop("split", None)
     rows = []
     for search in answers["SavedModel"]:
         reference = answers["SavedModel"][search][str(SERVED_BATCHES[0])]["translations"]
         for engine, searches in answers.items():
             batches = searches[search]
             translations = batches[str(SERVED_BATCHES[0])]["translations"]
-            rows.append(
-                dict(
-                    search=search,
-                    engine=engine,
-                    setting=setting,
-                    ms={b: 1000 * min(f["seconds"]) / count for b, f in batches.items()},
-                    same=sum(a == b for a, b in zip(translations, reference)),
-                )
+            row = dict(
+                search=search,
+                engine=engine,
+                setting=setting,
+                ms={b: 1000 * min(f["seconds"]) / count for b, f in batches.items()},
+                same=same(translations, reference),
             )
+            if split:
+                row["same_split"] = same(split[engine][search], split["SavedModel"][search])
+            rows.append(row)
     return rows
+
+
+def same(translations, reference):
+    """How many of `translations` equal `reference`'s, in order."""
+    return sum(a == b for a, b in zip(translations, reference, strict=True))
 
 
 def best_length(ids):

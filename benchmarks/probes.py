@@ -10,7 +10,7 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
         calls at batch 1, a quarter as many at batch 32), TensorFlow's threads within an op set
         to INTRA_OP_THREADS (0: its default, one per core; TensorFlow Serving's
         --tensorflow_intra_op_parallelism), on PROBE_SENTENCE
-    served-path DIRECTORY SENTENCES_FILE ROUNDS profile|no-profile BATCH...
+    served-path DIRECTORY SENTENCES_FILE SPLIT_FILE ROUNDS profile|no-profile BATCH...
         {engine: {search: {batch: {"seconds": [per round], "translations": [...]}}}}: the
         searches of DIRECTORY/searches.json ({name: {"beam_size", "alpha"}}) exported as
         SavedModels in DIRECTORY/saved ("SavedModel", as TensorFlow Serving runs it), xla
@@ -19,11 +19,13 @@ prints one JSON line. A fresh process starts with nothing allocated and nothing 
         DIRECTORY/ENGINE/SLUG (`search_slug`, its `serving_default` called with tensorflow and
         tensorflow_text), and the CTranslate2 models DIRECTORY/ct2-float32 and ct2-int8
         (CTranslate2Translator with each search's beam size and alpha), each translating the
-        file's sentences at each BATCH, in turn within each of ROUNDS rounds; and under
-        "overhead", the CTranslate2 engine's ms per sentence at batch 1 beside its
-        translate_batch call alone; with `profile`, under "profile" and "profile_batch1" the
-        step profile (below) of the last search's SavedModel at batch 64 and 1, and under
-        "steps" its decoder steps (`decoder_steps`), in the same process
+        file's sentences at each BATCH, in turn within each of ROUNDS rounds; where
+        SPLIT_FILE (the whole test split) has more sentences, under "split" {engine: {search:
+        translations}} of all of them at the first BATCH, once; under "overhead", the
+        CTranslate2 engine's ms per sentence at batch 1 beside its translate_batch call
+        alone; with `profile`, under "profile" and "profile_batch1" the step profile (below)
+        of the last search's SavedModel at batch 64 and 1, and under "steps" the decoder steps
+        (`decoder_steps`) of the timed sentences and of the split, in the same process
     saved-models SENTENCES_FILE ROUNDS BATCH SAVED_MODEL...
         {SAVED_MODEL: {"ms_per_sentence": the best round, "same_as_first": translations equal
         to the first SavedModel's, "sentences": n}}: SavedModels (`serving_default`)
@@ -465,8 +467,8 @@ def engine_overhead(directory, sentences, rounds):
     return best
 
 
-def served_path(directory, sentences_file, rounds, profile, *batches):
-    sentences = read_sentences(sentences_file)
+def served_path(directory, sentences_file, split_file, rounds, profile, *batches):
+    sentences, split = read_sentences(sentences_file), read_sentences(split_file)
     engines = served_engines(directory)
     searches = read_searches(f"{directory}/searches.json")
     answers = {engine: {search: {} for search in searches} for engine in engines}
@@ -475,24 +477,44 @@ def served_path(directory, sentences_file, rounds, profile, *batches):
             translators = {engine: translate[search] for engine, translate in engines.items()}
             for engine, figures in in_turn(translators, sentences, batch, rounds).items():
                 answers[engine][search][str(batch)] = figures
+    if split != sentences:
+        answers["split"] = split_translations(engines, split, int(batches[0]))
     answers["overhead"] = engine_overhead(directory, sentences, rounds)
     if profile == "profile":
         name = list(searches)[-1]
         profiled = f"{directory}/saved/{search_slug(name)}"
         answers["profile"] = dict(step_profile(profiled, sentences_file, 64), search=name)
         answers["profile_batch1"] = dict(step_profile(profiled, sentences_file, 1), search=name)
-        answers["steps"] = decoder_steps(directory, sentences, searches)
+        answers["steps"] = decoder_steps(directory, split, searches, timed=len(sentences))
     return answers
 
 
-def decoder_steps(directory, sentences, searches, batch=64):
+def split_translations(engines, sentences, batch):
+    """{engine: {search: translations}} of every engine translating all `sentences` at
+    `batch` once (not timed): what the timed sentences alone would not show."""
+    return {
+        engine: {
+            search: [
+                t
+                for i in range(0, len(sentences), batch)
+                for t in translate(sentences[i : i + batch])
+            ]
+            for search, translate in searches.items()
+        }
+        for engine, searches in engines.items()
+    }
+
+
+def decoder_steps(directory, sentences, searches, batch=64, timed=None):
     """{"batch": batch, "searches": {search: {rule: {"per_sentence": decoder steps a sentence,
     "per_batch_row": the loop's steps times the sentences of each call (what a search
     computing every sentence until its batch ends, as under XLA, runs), "same": translations
-    equal to the exact stop's}}}} of the
-    served model (DIRECTORY/served.keras) translating `sentences` at `batch` in this process
-    with each beam search of `searches` stopped by our rule ("exact") and by CTranslate2's
-    ("top beam", `TopBeamStop`); greedy search has the exact rule only (both stop at eos)."""
+    equal to the exact stop's}}}} of the served model (DIRECTORY/served.keras) translating the
+    first `timed` of `sentences` (default: all) at `batch` in this process with each beam
+    search of `searches` stopped by our rule ("exact") and by CTranslate2's ("top beam",
+    `TopBeamStop`); greedy search has the exact rule only (both stop at eos). Where `timed`
+    leaves sentences out, "split" and "split_sentences" give the same figures over all of
+    them, the rest translated after the timed ones."""
     import keras
     import tensorflow as tf
 
@@ -502,30 +524,45 @@ def decoder_steps(directory, sentences, searches, batch=64):
     tokenizer = kt.SubwordTokenizer.load(f"{directory}/tokenizer.model")
     sentence_steps, loop_steps = tf.Variable(0, dtype=tf.int64), tf.Variable(0, dtype=tf.int64)
     rules = dict(zip(("exact", "top beam"), beam_classes()))
+    timed = len(sentences) if timed is None else int(timed)
+    starts = [*range(0, timed, batch), *range(timed, len(sentences), batch)]
+    ends = [min(start + batch, timed if start < timed else len(sentences)) for start in starts]
+    first = len(range(0, timed, batch))  # the calls of the timed sentences
+
+    def counted_call(translator, chosen):
+        sentence_steps.assign(0)
+        loop_steps.assign(0)
+        translations = translator.translate(tf.constant(chosen))["translation"].numpy()
+        steps = int(sentence_steps.numpy()), int(loop_steps.numpy())
+        return (*steps, [t.decode() for t in translations])
+
     answers = {}
     for name, search in searches.items():
-        answers[name] = {}
+        calls = {}  # rule: [(sentence steps, loop steps, translations) of each call]
         for rule, kind in list(rules.items())[: 1 if search["beam_size"] == 1 else None]:
             counted = kind(**search, sentence_steps=sentence_steps, loop_steps=loop_steps)
             translator = kt.Translator(model, tokenizer, search=counted)
-            sentence_steps.assign(0)
-            rows, translations = 0, []
-            for i in range(0, len(sentences), batch):
-                loop_steps.assign(0)
-                chosen = translator.translate(tf.constant(sentences[i : i + batch]))
-                translations += [t.decode() for t in chosen["translation"].numpy()]
-                rows += int(loop_steps.numpy()) * len(sentences[i : i + batch])
-            exact = answers[name].get("exact", {}).get("translations", translations)
-            answers[name][rule] = {
-                "per_sentence": int(sentence_steps.numpy()) / len(sentences),
-                "per_batch_row": rows / len(sentences),
-                "same": sum(a == b for a, b in zip(translations, exact)),
-                "translations": translations,
-            }
-    for figures_of_rules in answers.values():
-        for figures in figures_of_rules.values():
-            del figures["translations"]
-    return {"batch": batch, "searches": answers}
+            calls[rule] = [counted_call(translator, sentences[s:e]) for s, e in zip(starts, ends)]
+        answers[name] = {}
+        for rule, made in calls.items():
+            answers[name][rule] = step_figures(made[:first], calls["exact"][:first])
+            if timed < len(sentences):
+                answers[name][rule]["split"] = step_figures(made, calls["exact"])
+    split = {"split_sentences": len(sentences)} if timed < len(sentences) else {}
+    return {"batch": batch, "searches": answers, **split}
+
+
+def step_figures(calls, exact):
+    """{"per_sentence", "per_batch_row", "same"} (`decoder_steps`) of a stopping rule's calls,
+    [(sentence steps, loop steps, translations)], beside the exact rule's."""
+    count = sum(len(translations) for *_, translations in calls)
+    made = [t for *_, translations in calls for t in translations]
+    reference = [t for *_, translations in exact for t in translations]
+    return {
+        "per_sentence": sum(steps for steps, *_ in calls) / count,
+        "per_batch_row": sum(loop * len(translations) for _, loop, translations in calls) / count,
+        "same": sum(a == b for a, b in zip(made, reference)),
+    }
 
 
 def beam_classes():

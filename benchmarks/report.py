@@ -85,7 +85,7 @@ serving.ctranslate2` (float32, and `--quantization int8`) behind our CTranslate2
 alpha), all in one fresh process, in turn, the best of each engine's rounds: ms per sentence
 at each batch size (sentences a call), the engine's time over CTranslate2 float32's in the
 same process, and how many of its translations at the largest batch equal the
-SavedModel's.{settings}{served_before}{before_note}
+SavedModel's.{split_check}{settings}{served_before}{before_note}
 
 {table}
 
@@ -110,9 +110,42 @@ the exact K-best. CTranslate2 scores by log P during the search (our engine resc
 hypotheses with GNMT's penalty afterwards) and stops a sentence once the best candidate of
 a step has ended and K hypotheses have finished (its decoding.cc, length penalty 0); "top beam"
 is that rule run in our search, on the same scores, and "same" counts its translations equal to
-the exact stop's. Greedy search stops at eos under either rule.
+the exact stop's. Greedy search stops at eos under either rule.{split_steps}
 
 {table}
+"""
+
+SPLIT_CHECK = (
+    " The last column counts the same over all {split} test sentences, which each engine"
+    " translated once at batch 64 after the timing."
+)
+
+SPLIT_STEPS = (
+    " The last two columns: the same over all {split} test sentences (the timed ones, then the"
+    " rest at batch {batch})."
+)
+
+STEPS_AND_STEP_TIME = """\
+### What is left (the decoder steps and the time of a step)
+
+An engine's time a sentence is its decoder steps a sentence times the time of one step of one
+sentence, so its time over CTranslate2 float32's is the steps' ratio times the step's. The
+steps of the timed sentences (the table above): the SavedModel's and CTranslate2's each
+sentence's own, under our exact stop and under CTranslate2's rule ("top beam", greedy search:
+eos) counted in our search; the XLA export's its batch's (every sentence until the batch ends;
+at batch 1 the sentence's own). Default setting.
+
+{table}
+
+The steps' ratio is the stopping rule's: our beam search returns the exact K best under GNMT's
+penalty, and CTranslate2's sooner stop, run in our search, changes translations (the table
+above), so the search keeps its own; no faster op removes those steps. The step's ratio is
+the graph's: without XLA each op of a step is a kernel of its own that writes its result to
+memory (the profiles below: the element-wise rest and the cache's copies beside the matmuls),
+where CTranslate2 runs a few fused kernels a step. Fusing them is what XLA does, and the XLA
+export's step comes nearest CTranslate2's at batch 1, but XLA needs static shapes, so
+every sentence of a batch runs until the batch's last ends and a large batch pays for the
+steps of its longest sentence; TensorFlow's op set has no fused decoder step without it.
 """
 
 CACHES = """\
@@ -255,6 +288,7 @@ def served(results, before):
             "served_model": served_model(results),
         },
         translated=translated(results),
+        split_check=split_check(results),
         searches=searches_text(results.get("served_searches")),
         xla=XLA_ENGINE if xla else "",
         settings=settings,
@@ -264,15 +298,20 @@ def served(results, before):
     ).strip()
     if "decoder_steps" in results:
         steps = results["decoder_steps"]
+        split = steps.get("split_sentences")
         text += (
             "\n\n"
             + fill(
                 DECODER_STEPS,
                 sentences=results["served_sentences"],
                 batch=steps["batch"],
-                table=decoder_steps_table(steps["searches"], results["served_sentences"]),
+                split_steps=SPLIT_STEPS.format(split=split, batch=steps["batch"]) if split else "",
+                table=decoder_steps_table(steps, results["served_sentences"]),
             ).strip()
         )
+        if "SavedModel XLA" in {r["engine"] for r in results["served_path"]}:
+            table = steps_and_step_time_table(results)
+            text += "\n\n" + fill(STEPS_AND_STEP_TIME, table=table).strip()
     if "caches" not in results:
         return text
     caches = results["caches"]
@@ -309,26 +348,74 @@ def searches_text(searches):
     return "; ".join(words)
 
 
-def decoder_steps_table(searches, sentences):
+def split_check(results):
+    """The sentence on the served table's whole-split column, where it has one."""
+    if "same_split" not in results["served_path"][0]:
+        return ""
+    return SPLIT_CHECK.format(split=results["served_split"])
+
+
+def decoder_steps_table(steps, sentences):
     """Per search and stopping rule: decoder steps a sentence, the batch's steps a sentence,
-    and the translations equal to the exact stop's."""
-    lines = table_header(
-        (
-            *(("search", "l"), ("stop", "l"), ("steps a sentence", "r")),
-            *(("batch's steps a sentence", "r"), ("same as exact", "r")),
-        )
+    and the translations equal to the exact stop's; of the whole split too where counted."""
+    split = steps.get("split_sentences")
+    columns = (
+        *(("search", "l"), ("stop", "l"), ("steps a sentence", "r")),
+        *(("batch's steps a sentence", "r"), ("same as exact", "r")),
     )
-    for name, rules in searches.items():
+    if split:
+        columns += ((f"steps a sentence, all {split}", "r"), (f"same as exact, all {split}", "r"))
+    lines = table_header(columns)
+    for name, rules in steps["searches"].items():
         for rule, figures in rules.items():
-            lines.append(
-                row(
-                    name,
-                    rule,
-                    f"{figures['per_sentence']:.1f}",
-                    f"{figures['per_batch_row']:.1f}",
-                    f"{figures['same']}/{sentences}",
-                )
-            )
+            cells = [
+                name,
+                rule,
+                f"{figures['per_sentence']:.1f}",
+                f"{figures['per_batch_row']:.1f}",
+                f"{figures['same']}/{sentences}",
+            ]
+            if split:
+                whole = figures["split"]
+                cells += [f"{whole['per_sentence']:.1f}", f"{whole['same']}/{split}"]
+            lines.append(row(*cells))
+    return "\n".join(lines)
+
+
+# The engines whose time the steps and the step's time split (default setting), and the
+# steps each takes at batch 64: its stopping rule, and whether its batch runs to the end.
+STEPPED_ENGINES = {
+    "SavedModel": ("exact", "per_sentence"),
+    "SavedModel XLA": ("exact", "per_batch_row"),
+    "CTranslate2 float32": ("top beam", "per_sentence"),
+}
+
+
+def steps_and_step_time_table(results):
+    """Per search, engine (STEPPED_ENGINES) and batch (64 and 1): ms a sentence, decoder steps
+    a sentence, ms a step of one sentence, and each over CTranslate2 float32's."""
+    columns = (
+        *(("search", "l"), ("engine", "l"), ("batch", "r"), ("ms a sentence", "r")),
+        *(("steps a sentence", "r"), ("ms a step", "r"), ("time over CTranslate2", "r")),
+        *(("steps over CTranslate2's", "r"), ("a step over CTranslate2's", "r")),
+    )
+    lines = table_header(columns)
+    rows = {
+        (r["search"], r["engine"]): r for r in results["served_path"] if r["setting"] == "default"
+    }
+    for search, rules in results["decoder_steps"]["searches"].items():
+        for batch in ("64", "1"):
+            figures = {}
+            for engine, (rule, at_64) in STEPPED_ENGINES.items():
+                counted = rules.get(rule, rules["exact"])  # greedy: eos under either rule
+                steps = counted[at_64 if batch == "64" else "per_sentence"]
+                ms = rows[search, engine]["ms"][batch]
+                figures[engine] = ms, steps, ms / steps
+            peer = figures["CTranslate2 float32"]
+            for engine, (ms, steps, step) in figures.items():
+                ratios = (ms / peer[0], steps / peer[1], step / peer[2])
+                cells = [search, engine, batch, f"{ms:.2f}", f"{steps:.1f}", f"{step:.3f}"]
+                lines.append(row(*cells, *(f"{ratio:.2f}" for ratio in ratios)))
     return "\n".join(lines)
 
 
@@ -535,11 +622,13 @@ def served_table(results, before):
     batches = list(rows[0]["ms"])  # in the order measured (bench.SERVED_BATCHES)
     earlier = before["served_path"] if before and "served_path" in before else None
     compared = [b for b in batches if earlier and b in earlier[0]["ms"]]
+    split = results.get("served_split") if "same_split" in rows[0] else None
     columns = (
         *(("search", "l"), ("engine", "l"), ("TensorFlow", "l")),
         *((f"batch {b} ms/sentence", "r") for b in batches),
         *((f"batch {b} over CTranslate2 float32", "r") for b in batches),
         ("same as SavedModel", "r"),
+        *(((f"same as SavedModel, all {split}", "r"),) if split else ()),
         *(column for b in compared for column in ((f"before: batch {b}", "r"), ("speed-up", "r"))),
     )
     lines = table_header(columns)
@@ -559,6 +648,8 @@ def served_table(results, before):
             *(f"{ms[b] / float32['ms'][b]:.2f}" for b in batches),
             f"{figures['same']}/{results['served_sentences']}",
         ]
+        if split:
+            cells.append(f"{figures['same_split']}/{split}")
         then = next(
             (
                 r

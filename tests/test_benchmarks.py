@@ -83,7 +83,10 @@ def test_the_training_decoding_and_memory_parts_run_on_a_tiny_setting(tmp_path):
 def test_the_exports_run_on_a_tiny_setting(tmp_path):
     """The exported SavedModel and the served path; its "SavedModel before" is the model
     exported by the committed library (git archive HEAD, a fresh process run from it)."""
-    text, results = run_tiny(tmp_path, ("exports",), "--before-code", "HEAD")
+    # The first 4 of the 8 sentences timed; all 8 checked at batch 64 and their steps counted.
+    timed = 4
+    extra = ("--before-code", "HEAD", "--served-sentences", str(timed))
+    text, results = run_tiny(tmp_path, ("exports",), *extra)
     saved = results["saved_model"]  # the exported model against XLA, same source ids
     assert {(row["search"], row["intra_op_threads"]) for row in saved} == {
         (search, 0) for search in ("greedy", "beam 4")
@@ -104,21 +107,27 @@ def test_the_exports_run_on_a_tiny_setting(tmp_path):
             "CTranslate2 int8",
         )
     ]
+    assert (results["served_sentences"], results["served_split"]) == (4, bench.QUICK_SENTENCES)
     for row in served:
         assert list(row["ms"]) == ["64", "8", "1"] and all(ms > 0 for ms in row["ms"].values())
-        assert 0 <= row["same"] <= bench.QUICK_SENTENCES
+        assert 0 <= row["same"] <= timed and 0 <= row["same_split"] <= bench.QUICK_SENTENCES
         if row["engine"].startswith("SavedModel"):  # XLA's, and HEAD's export of the weights
-            assert row["same"] == bench.QUICK_SENTENCES, row
+            assert (row["same"], row["same_split"]) == (timed, bench.QUICK_SENTENCES), row
     assert results["served_before"].startswith(bench.git_commit("HEAD")[:10])
     assert "SavedModel before: the same model" in text
     assert "### Decoder steps per sentence (our stopping rule and CTranslate2's)" in text
     steps = results["decoder_steps"]
     assert steps["batch"] == 64 and list(steps["searches"]) == searches
+    assert steps["split_sentences"] == bench.QUICK_SENTENCES
     for search, rules in steps["searches"].items():
         assert list(rules) == (["exact"] if search == "greedy" else ["exact", "top beam"])
-        for figures in rules.values():  # one call: the batch's steps, at most max_length 32
+        for figures in (*rules.values(), *(r["split"] for r in rules.values())):
+            # one call or two: the batch's steps, at most max_length 32
             assert 1 <= figures["per_sentence"] <= figures["per_batch_row"] <= 32
-        assert rules["exact"]["same"] == bench.QUICK_SENTENCES
+        assert rules["exact"]["same"] == timed
+        assert rules["exact"]["split"]["same"] == bench.QUICK_SENTENCES
+    assert "### What is left (the decoder steps and the time of a step)" in text
+    assert f"all {bench.QUICK_SENTENCES} test sentences" in text
     for batch, key in ((64, "step_profile"), (1, "step_profile_batch1")):
         profile = results[key]
         assert profile["batch"] == batch and profile["steps"] > 0
@@ -200,8 +209,9 @@ def test_decoder_steps_add_up_per_sentence_and_ctranslate2s_stop_ends_sooner(
     number_translator, tmp_path
 ):
     """The decoder steps of a batch are its sentences' steps each alone (the loop leaves a
-    finished sentence); at alpha 1.2 the top beam's stop (CTranslate2's) ends sooner than the
-    exact one on a model that ends its translations, with the same translations."""
+    finished sentence), those of the timed sentences apart from the whole split's; at alpha
+    1.2 the top beam's stop (CTranslate2's) ends sooner than the exact one on a model that ends
+    its translations, with the same translations."""
     from benchmarks import probes
 
     model, tokenizer, pairs = number_translator
@@ -210,16 +220,21 @@ def test_decoder_steps_add_up_per_sentence_and_ctranslate2s_stop_ends_sooner(
     sentences = [de for de, _ in pairs[:3]]
     searches = {"beam 4, alpha 1.2": {"beam_size": 4, "alpha": 1.2}}
 
-    def steps(chosen):
-        counted = probes.decoder_steps(tmp_path, chosen, searches, batch=len(chosen))
+    def steps(chosen, timed=None):
+        counted = probes.decoder_steps(tmp_path, chosen, searches, batch=3, timed=timed)
+        assert counted.get("split_sentences") == (3 if timed else None)
         return counted["searches"]["beam 4, alpha 1.2"]
 
-    together, alone = steps(sentences), [steps([sentence]) for sentence in sentences]
+    # The first two timed (one call of two), the third translated after them (a call of one).
+    timed, alone = steps(sentences, timed=2), [steps([sentence]) for sentence in sentences]
     for rule in ("exact", "top beam"):
         each = [figures[rule]["per_sentence"] for figures in alone]
-        assert together[rule]["per_sentence"] * len(sentences) == sum(each), rule
-        assert together[rule]["per_batch_row"] == max(each) and together[rule]["same"] == 3
-    assert together["top beam"]["per_sentence"] < together["exact"]["per_sentence"]
+        assert timed[rule]["per_sentence"] * 2 == sum(each[:2]), rule
+        assert timed[rule]["per_batch_row"] == max(each[:2]) and timed[rule]["same"] == 2
+        split = timed[rule]["split"]
+        assert split["per_sentence"] * 3 == sum(each) and split["same"] == 3, rule
+        assert split["per_batch_row"] * 3 == 2 * max(each[:2]) + each[2], rule
+    assert timed["top beam"]["per_sentence"] < timed["exact"]["per_sentence"]
 
 
 def test_an_export_the_before_code_cannot_make_is_named(tmp_path, capsys):
