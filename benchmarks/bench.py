@@ -31,7 +31,7 @@ import types
 import numpy as np
 
 from benchmarks import demo_settings, report
-from benchmarks.probes import PROBE_SENTENCE
+from benchmarks.probes import PROBE_SENTENCE, same
 from keras_transformer_cli import console, flags
 
 RESULTS = "benchmarks/README.md"
@@ -527,8 +527,10 @@ def served_path(directory, steps, size, setting):
     (`setting.served_model`), exported with each search of `served_searches` as SavedModels
     (DIRECTORY/saved, and DIRECTORY/xla compiled by XLA) and converted to CTranslate2 (float32,
     int8), timed in fresh processes (benchmarks.probes served-path: the engines in turn, best of
-    the rounds) under each TensorFlow setting of `setting.tf_settings`, beside the same model
-    exported by the library at git `setting.before_code` if given; and, in the first process,
+    the rounds) on the test split's first `setting.served_sentences` under each TensorFlow
+    setting of `setting.tf_settings`, beside the same model exported by the library at git
+    `setting.before_code` if given; the whole split translated once by each engine where fewer
+    were timed; and, in the first process,
     where the SavedModel's time goes by op type (the demo's search, batch 64 and batch 1), the
     decoder steps of each search under our stop and CTranslate2's, and the CTranslate2
     engine's own work per call."""
@@ -628,11 +630,6 @@ def served_rows(setting, answers, count):
                 row["same_split"] = same(split[engine][search], split["SavedModel"][search])
             rows.append(row)
     return rows
-
-
-def same(translations, reference):
-    """How many of `translations` equal `reference`'s, in order."""
-    return sum(a == b for a, b in zip(translations, reference, strict=True))
 
 
 def best_length(ids):

@@ -555,14 +555,18 @@ def decoder_steps(directory, sentences, searches, batch=64, timed=None):
 def step_figures(calls, exact):
     """{"per_sentence", "per_batch_row", "same"} (`decoder_steps`) of a stopping rule's calls,
     [(sentence steps, loop steps, translations)], beside the exact rule's."""
-    count = sum(len(translations) for *_, translations in calls)
     made = [t for *_, translations in calls for t in translations]
     reference = [t for *_, translations in exact for t in translations]
     return {
-        "per_sentence": sum(steps for steps, *_ in calls) / count,
-        "per_batch_row": sum(loop * len(translations) for _, loop, translations in calls) / count,
-        "same": sum(a == b for a, b in zip(made, reference)),
+        "per_sentence": sum(steps for steps, *_ in calls) / len(made),
+        "per_batch_row": sum(loop * len(ts) for _, loop, ts in calls) / len(made),
+        "same": same(made, reference),
     }
+
+
+def same(translations, reference):
+    """How many of `translations` equal `reference`'s, in order."""
+    return sum(a == b for a, b in zip(translations, reference, strict=True))
 
 
 def beam_classes():
@@ -649,7 +653,7 @@ def saved_models(sentences_file, rounds, batch, *directories):
     return {
         directory: {
             "ms_per_sentence": 1000 * min(figures["seconds"]) / len(sentences),
-            "same_as_first": sum(a == b for a, b in zip(figures["translations"], reference)),
+            "same_as_first": same(figures["translations"], reference),
             "sentences": len(sentences),
         }
         for directory, figures in answers.items()

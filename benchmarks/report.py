@@ -116,8 +116,8 @@ the exact stop's. Greedy search stops at eos under either rule.{split_steps}
 """
 
 SPLIT_CHECK = (
-    " The last column counts the same over all {split} test sentences, which each engine"
-    " translated once at batch 64 after the timing."
+    ' "Same as SavedModel, all {split}" counts the same over all {split} test sentences, which'
+    " each engine translated once at batch {batch} after the timing."
 )
 
 SPLIT_STEPS = (
@@ -133,7 +133,7 @@ sentence, so its time over CTranslate2 float32's is the steps' ratio times the s
 steps of the timed sentences (the table above): the SavedModel's and CTranslate2's each
 sentence's own, under our exact stop and under CTranslate2's rule ("top beam", greedy search:
 eos) counted in our search; the XLA export's its batch's (every sentence until the batch ends;
-at batch 1 the sentence's own). Default setting.
+at batch 1 the sentence's own). TensorFlow setting: {setting}.
 
 {table}
 
@@ -143,9 +143,11 @@ above), so the search keeps its own; no faster op removes those steps. The step'
 the graph's: without XLA each op of a step is a kernel of its own that writes its result to
 memory (the profiles below: the element-wise rest and the cache's copies beside the matmuls),
 where CTranslate2 runs a few fused kernels a step. Fusing them is what XLA does, and the XLA
-export's step comes nearest CTranslate2's at batch 1, but XLA needs static shapes, so
-every sentence of a batch runs until the batch's last ends and a large batch pays for the
-steps of its longest sentence; TensorFlow's op set has no fused decoder step without it.
+export's step comes nearest CTranslate2's at batch 1; but XLA needs static shapes, so every
+sentence of a batch runs until the batch's last ends (more steps), and its step carries the
+whole batch and a cache preallocated to the batch's bound, which at a large batch can cost more
+than the graph's shrinking batch and growing cache. TensorFlow's op set has no fused decoder
+step without XLA.
 """
 
 CACHES = """\
@@ -309,9 +311,10 @@ def served(results, before):
                 table=decoder_steps_table(steps, results["served_sentences"]),
             ).strip()
         )
-        if "SavedModel XLA" in {r["engine"] for r in results["served_path"]}:
-            table = steps_and_step_time_table(results)
-            text += "\n\n" + fill(STEPS_AND_STEP_TIME, table=table).strip()
+        if xla:
+            setting = results["served_path"][0]["setting"]  # the first process's, as the steps
+            table = steps_and_step_time_table(results, setting)
+            text += "\n\n" + fill(STEPS_AND_STEP_TIME, setting=setting, table=table).strip()
     if "caches" not in results:
         return text
     caches = results["caches"]
@@ -350,9 +353,10 @@ def searches_text(searches):
 
 def split_check(results):
     """The sentence on the served table's whole-split column, where it has one."""
-    if "same_split" not in results["served_path"][0]:
+    rows = results["served_path"]
+    if "same_split" not in rows[0]:
         return ""
-    return SPLIT_CHECK.format(split=results["served_split"])
+    return SPLIT_CHECK.format(split=results["served_split"], batch=list(rows[0]["ms"])[0])
 
 
 def decoder_steps_table(steps, sentences):
@@ -391,9 +395,10 @@ STEPPED_ENGINES = {
 }
 
 
-def steps_and_step_time_table(results):
-    """Per search, engine (STEPPED_ENGINES) and batch (64 and 1): ms a sentence, decoder steps
-    a sentence, ms a step of one sentence, and each over CTranslate2 float32's."""
+def steps_and_step_time_table(results, setting):
+    """Per search, engine (STEPPED_ENGINES) and batch (64 and 1): ms a sentence under
+    `setting`, decoder steps a sentence, ms a step of one sentence, and each over CTranslate2
+    float32's."""
     columns = (
         *(("search", "l"), ("engine", "l"), ("batch", "r"), ("ms a sentence", "r")),
         *(("steps a sentence", "r"), ("ms a step", "r"), ("time over CTranslate2", "r")),
@@ -401,7 +406,7 @@ def steps_and_step_time_table(results):
     )
     lines = table_header(columns)
     rows = {
-        (r["search"], r["engine"]): r for r in results["served_path"] if r["setting"] == "default"
+        (r["search"], r["engine"]): r for r in results["served_path"] if r["setting"] == setting
     }
     for search, rules in results["decoder_steps"]["searches"].items():
         for batch in ("64", "1"):

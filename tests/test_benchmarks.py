@@ -127,7 +127,10 @@ def test_the_exports_run_on_a_tiny_setting(tmp_path):
         assert rules["exact"]["same"] == timed
         assert rules["exact"]["split"]["same"] == bench.QUICK_SENTENCES
     assert "### What is left (the decoder steps and the time of a step)" in text
-    assert f"all {bench.QUICK_SENTENCES} test sentences" in text
+    split = bench.QUICK_SENTENCES
+    assert f'"Same as SavedModel, all {split}" counts the same over all {split}' in text
+    assert f"| same as SavedModel | same as SavedModel, all {split} |" in text
+    assert f"| same as exact | steps a sentence, all {split} | same as exact, all {split} |" in text
     for batch, key in ((64, "step_profile"), (1, "step_profile_batch1")):
         profile = results[key]
         assert profile["batch"] == batch and profile["steps"] > 0
@@ -237,6 +240,47 @@ def test_decoder_steps_add_up_per_sentence_and_ctranslate2s_stop_ends_sooner(
     assert timed["top beam"]["per_sentence"] < timed["exact"]["per_sentence"]
 
 
+def test_what_is_left_splits_an_engines_time_into_its_steps_and_a_steps_time():
+    """Each engine's time over CTranslate2 float32's is its steps' ratio times a step's: the
+    SavedModel's steps are each sentence's own, the XLA export's its batch's at batch 64 and the
+    sentence's own at batch 1, CTranslate2's those of its stop ("top beam"; greedy: eos)."""
+    ms = {
+        "SavedModel": {"64": 8.0, "1": 40.0},
+        "SavedModel XLA": {"64": 12.0, "1": 20.0},
+        "CTranslate2 float32": {"64": 2.0, "1": 10.0},
+    }
+    searches = {
+        "beam 4": {
+            "exact": {"per_sentence": 20.0, "per_batch_row": 30.0},
+            "top beam": {"per_sentence": 10.0, "per_batch_row": 15.0},
+        },
+        "greedy": {"exact": {"per_sentence": 5.0, "per_batch_row": 8.0}},
+    }
+    results = {
+        "served_path": [
+            dict(search=search, engine=engine, setting=setting, ms=times)
+            for setting in ("first", "second")
+            for search in searches
+            for engine, times in ms.items()
+        ],
+        "decoder_steps": {"searches": searches},
+    }
+    lines = report.steps_and_step_time_table(results, "first").splitlines()[2:]
+    assert lines[:6] == [
+        "| beam 4 | SavedModel | 64 | 8.00 | 20.0 | 0.400 | 4.00 | 2.00 | 2.00 |",
+        "| beam 4 | SavedModel XLA | 64 | 12.00 | 30.0 | 0.400 | 6.00 | 3.00 | 2.00 |",
+        "| beam 4 | CTranslate2 float32 | 64 | 2.00 | 10.0 | 0.200 | 1.00 | 1.00 | 1.00 |",
+        "| beam 4 | SavedModel | 1 | 40.00 | 20.0 | 2.000 | 4.00 | 2.00 | 2.00 |",
+        "| beam 4 | SavedModel XLA | 1 | 20.00 | 20.0 | 1.000 | 2.00 | 2.00 | 1.00 |",
+        "| beam 4 | CTranslate2 float32 | 1 | 10.00 | 10.0 | 1.000 | 1.00 | 1.00 | 1.00 |",
+    ]
+    assert lines[6:9] == [
+        "| greedy | SavedModel | 64 | 8.00 | 5.0 | 1.600 | 4.00 | 1.00 | 4.00 |",
+        "| greedy | SavedModel XLA | 64 | 12.00 | 8.0 | 1.500 | 6.00 | 1.60 | 3.75 |",
+        "| greedy | CTranslate2 float32 | 64 | 2.00 | 5.0 | 0.400 | 1.00 | 1.00 | 1.00 |",
+    ]
+
+
 def test_an_export_the_before_code_cannot_make_is_named(tmp_path, capsys):
     """The library at a commit without relu_dropout (OLD_LIBRARY) cannot export a model that sets
     it: the run ends naming the commit and the field."""
@@ -268,14 +312,15 @@ def test_report_renders_the_committed_results_without_measuring(tmp_path, capsys
     text = output.read_text(encoding="utf-8")
     assert text == (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
     assert_report(text, ALL_HEADINGS)
-    assert "`python -m benchmarks.bench` on " in text  # make bench's command, all parts
+    (command,) = [line for line in text.splitlines() if line.startswith("`python -m benchmarks")]
+    assert command.startswith("`python -m benchmarks.bench ") and "--parts" not in command
     header = next(line for line in text.splitlines() if "| engine | TensorFlow |" in line)
     assert "| batch 64 ms/sentence | batch 8 ms/sentence | batch 1 ms/sentence |" in header
     for setting in bench.TF_SETTINGS:
         assert f"| beam 4 | SavedModel before | {setting} |" in text
     assert "exported by the library at commit " in text
     assert "| preallocated-bound |" in text and "### Growing or preallocated caches" in text
-    assert "(beam 4, batch 64)" in text and "(beam 4, batch 1)" in text
+    assert "(beam 4, alpha 1.2, batch 64)" in text and "(beam 4, alpha 1.2, batch 1)" in text
     capsys.readouterr()
     report.main(["--results", str(ROOT / "benchmarks/results.json"), "--output", "-"])
     assert capsys.readouterr().out == text
